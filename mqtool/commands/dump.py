@@ -1,0 +1,476 @@
+"""`mqtool dump STORE KIND` / `mqtool dump FILE`: the files as they are on disk.
+
+dump shows every entry it finds, including what a broker's recovery would
+drop, and marks each entry that fails a check.  Exit 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mqtool import commitlog, consumequeue, dispatchrequest, metafiles, options, output, storeinfo
+from mqtool.commitlog import EndOfData, Problem
+from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
+from mqtool.formats import index as index_format
+from mqtool.formats.commitlog import Blank, Record
+from mqtool.formats.consumequeue import UNIT_SIZE, is_valid_unit
+from mqtool.formats.filenames import is_index_name, is_offset_name
+from mqtool.indexfile import IndexFile
+from mqtool.mappedfilequeue import MappedFileQueue
+from mqtool.messageview import BODY_FORMATS, message_fields
+
+KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
+BODY_CUT = 48
+
+
+class Filters:
+    def __init__(self, topics, queues, offset_from, offset_to, queue_offset_from, queue_offset_to,
+                 since, until, limit):
+        self.topics = set(topics) if topics else None
+        self.queues = set(queues) if queues else None
+        self.offset_from = offset_from
+        self.offset_to = offset_to
+        self.queue_offset_from = queue_offset_from
+        self.queue_offset_to = queue_offset_to
+        self.since = options.parse_time(since, "--since")
+        self.until = options.parse_time(until, "--until")
+        self.limit = limit
+        self.shown = 0
+
+    def offset_ok(self, offset: int) -> bool:
+        return ((self.offset_from is None or offset >= self.offset_from)
+                and (self.offset_to is None or offset < self.offset_to))
+
+    def time_ok(self, millis: int) -> bool:
+        return (self.since is None or millis >= self.since) and (self.until is None or millis < self.until)
+
+    def queue_ok(self, topic: str, queue_id: int) -> bool:
+        return (self.topics is None or topic in self.topics) and (self.queues is None or queue_id in self.queues)
+
+    def queue_offset_ok(self, q: int) -> bool:
+        return ((self.queue_offset_from is None or q >= self.queue_offset_from)
+                and (self.queue_offset_to is None or q < self.queue_offset_to))
+
+    def full(self) -> bool:
+        return self.limit is not None and self.shown >= self.limit
+
+
+def _rel(layout_root: Path | None):
+    def display(path) -> str:
+        path = Path(path)
+        if layout_root is not None:
+            try:
+                return str(path.relative_to(layout_root))
+            except ValueError:
+                pass
+        return str(path)
+    return display
+
+
+def _infer_kind(path: Path) -> str:
+    if path.name == "checkpoint":
+        return "checkpoint"
+    if path.suffix == ".json":
+        return "config"
+    if is_index_name(path.name) or path.parent.name == "index":
+        return "index"
+    if is_offset_name(path.name):
+        if len(path.parents) >= 3 and path.parent.parent.parent.name == "consumequeue":
+            return "consumequeue"
+        return "commitlog"
+    raise UsageError(f"cannot tell what kind of file {path} is; give KIND "
+                     f"({', '.join(KINDS)})")
+
+
+@click.command("dump")
+@click.argument("target", metavar="STORE|FILE", type=click.Path(path_type=str))
+@click.argument("kind", required=False, type=click.Choice(KINDS))
+@options.config_option
+@options.json_option
+@click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")
+@click.option("--queue", "queues", multiple=True, type=int, help="Only this queue id (repeatable).")
+@click.option("--offset-from", type=int, help="Only commitlog offsets >= this.")
+@click.option("--offset-to", type=int, help="Only commitlog offsets < this.")
+@click.option("--queue-offset-from", type=int, help="consumequeue: only queue offsets >= this.")
+@click.option("--queue-offset-to", type=int, help="consumequeue: only queue offsets < this.")
+@click.option("--since", help="Only store times >= this (epoch ms or ISO 8601, UTC by default).")
+@click.option("--until", help="Only store times < this.")
+@click.option("--limit", type=click.IntRange(min=0), help="Stop after this many entries.")
+@click.option("--body", "body_format", type=click.Choice(BODY_FORMATS),
+              help="How to show bodies: text, hex or base64 (default: text in tables, base64 in JSON).")
+@click.option("--no-body", is_flag=True, help="Leave bodies out.")
+@click.option("--no-crc", is_flag=True, help="Do not recompute body CRCs.")
+@click.option("--slots", is_flag=True, help="index: also list the non-empty hash slots.")
+@options.progress_option
+def cli(target, kind, config_path, settings, as_json, topics, queues, offset_from, offset_to,
+        queue_offset_from, queue_offset_to, since, until, limit, body_format, no_body, no_crc, slots,
+        progress):
+    """Show commitlog records, consume queue units, index entries, the checkpoint or config files.
+
+    STORE is a store directory (then KIND is required) or one file of a store (KIND is
+    inferred from its place, or given).
+    """
+    filters = Filters(topics, queues, offset_from, offset_to, queue_offset_from, queue_offset_to,
+                      since, until, limit)
+    path = Path(target)
+    body = None if no_body else (body_format or ("base64" if as_json else "text"))
+    ctx = {"json": as_json, "body": body, "crc": not no_crc, "progress": progress}
+    if path.is_file():
+        kind = kind or _infer_kind(path)
+        problems = _dump_file(path, kind, config_path, settings, filters, ctx)
+    else:
+        if kind is None:
+            if not path.exists():
+                raise NotAStoreError("no such store directory or file", path=path)
+            raise UsageError("give KIND after STORE: " + ", ".join(KINDS))
+        layout = options.open_layout(target, config_path, settings)
+        problems = _dump_store(layout, kind, filters, ctx)
+    if problems:
+        raise ProblemsFound(f"{problems} problem(s) found; see the entries marked above")
+
+
+def _dump_store(layout, kind, filters, ctx) -> int:
+    display = _rel(layout.root)
+    if kind == "commitlog":
+        queue = commitlog.open_queue(layout)
+        with queue:
+            return _dump_commitlog(queue, layout.config.delay_levels_ms(), filters, ctx, display)
+    if kind == "consumequeue":
+        problems = 0
+        table = None if ctx["json"] else _cq_table()
+        for cq in consumequeue.open_all(layout, topics=filters.topics, queue_ids=filters.queues):
+            try:
+                problems += _dump_cq(cq, filters, ctx, display, table)
+            finally:
+                cq.close()
+            if filters.full():
+                break
+        if table:
+            table.flush()
+        return problems
+    if kind == "index":
+        slots, entries = layout.index_geometry()
+        problems = 0
+        for info in layout.index_files():
+            if filters.full():
+                break
+            problems += _dump_index(info.path, slots, entries, filters, ctx, display)
+        return problems
+    if kind == "checkpoint":
+        return _dump_checkpoint(layout.checkpoint_path, ctx, display)
+    if kind == "config":
+        problems = 0
+        for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
+            path = layout.config_dir / name
+            if path.exists():
+                problems += _dump_config(path, ctx, display)
+        return problems
+    raise UsageError(f"unknown kind {kind}")
+
+
+def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> int:
+    display = _rel(None)
+    if kind == "commitlog":
+        queue = MappedFileQueue([path], path.stat().st_size, strict=False)
+        with queue:
+            from mqtool.config import config_for_store
+
+            config = config_for_store(None, config_path, options.parse_settings(settings))
+            return _dump_commitlog(queue, config.delay_levels_ms(), filters, ctx, display)
+    if kind == "consumequeue":
+        topic, queue_id = path.parent.parent.name, int(path.parent.name) if path.parent.name.isdigit() else -1
+        cq = consumequeue.ConsumeQueue(topic, queue_id, path.parent, path.stat().st_size)
+        # only this one file
+        cq.files.close()
+        cq.files = MappedFileQueue([path], path.stat().st_size, strict=False)
+        table = None if ctx["json"] else _cq_table()
+        try:
+            problems = _dump_cq(cq, filters, ctx, display, table)
+        finally:
+            cq.close()
+        if table:
+            table.flush()
+        return problems
+    if kind == "index":
+        from mqtool.config import config_for_store
+
+        config = config_for_store(None, config_path, options.parse_settings(settings))
+        if config_path or settings:
+            slots, entries = config.maxHashSlotNum, config.maxIndexNum
+        else:
+            size = path.stat().st_size
+            slots, rest = divmod(size - index_format.HEADER_SIZE, 4 + 80)
+            if rest or slots <= 0:
+                raise UsageError(f"{path}: cannot infer maxHashSlotNum/maxIndexNum from {size} bytes; "
+                                 "use --config or --set maxHashSlotNum=.. --set maxIndexNum=..")
+            entries = 4 * slots
+        return _dump_index(path, slots, entries, filters, ctx, display)
+    if kind == "checkpoint":
+        return _dump_checkpoint(path, ctx, display)
+    if kind == "config":
+        return _dump_config(path, ctx, display)
+    raise UsageError(f"unknown kind {kind}")
+
+
+# ----------------------------------------------------------------- commitlog
+
+def _cl_table():
+    return output.TableStream("commitlog", [
+        ("offset", {"justify": "right"}), ("size", {"justify": "right"}), ("topic", {}),
+        ("queue", {"justify": "right"}), ("q-offset", {"justify": "right"}), ("store time", {}),
+        ("tags", {}), ("keys", {}), ("body", {"overflow": "ellipsis", "max_width": BODY_CUT}),
+        ("check", {})])
+
+
+def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
+    problems = 0
+    counts = {"records": 0, "blanks": 0, "problems": 0, "shown": 0}
+    table = None if ctx["json"] else _cl_table()
+    total = sum(mf.file_size for mf in queue.files)
+    last_end = None
+    with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar:
+        done_files = 0
+        current = None
+        for entry in commitlog.walk(queue, start=filters.offset_from, end=filters.offset_to,
+                                    check_crc=ctx["crc"], path_display=display):
+            if isinstance(entry, Record):
+                counts["records"] += 1
+                last_end = entry.offset + entry.total_size
+                mf = queue.find_by_offset(entry.offset)
+                if mf is not current and mf is not None:
+                    current = mf
+                    done_files = mf.file_from_offset - queue.min_offset
+                bar.update(done_files + entry.offset - (current.file_from_offset if current else 0))
+                found = commitlog.record_problems(entry, ctx["crc"])
+                if found:
+                    problems += len(found)
+                    counts["problems"] += len(found)
+                if filters.full():
+                    if found:
+                        continue
+                    continue
+                if not (filters.time_ok(entry.store_timestamp)
+                        and filters.queue_ok(entry.topic, entry.queue_id)
+                        and filters.queue_offset_ok(entry.queue_offset)):
+                    continue
+                filters.shown += 1
+                counts["shown"] += 1
+                _emit_record(entry, found, delay_levels, ctx, display, queue, table)
+            elif isinstance(entry, Blank):
+                counts["blanks"] += 1
+                last_end = entry.offset + entry.total_size
+                if ctx["json"] and not filters.full():
+                    mf = queue.find_by_offset(entry.offset)
+                    output.emit_json({"type": "blank", "file": display(mf.path) if mf else None,
+                                      "fileOffset": entry.offset - (mf.file_from_offset if mf else 0),
+                                      "offset": entry.offset, "size": entry.total_size})
+            elif isinstance(entry, Problem):
+                problems += 1
+                counts["problems"] += 1
+                if ctx["json"]:
+                    output.emit_json(entry.to_json())
+                else:
+                    table.add(entry.offset, entry.skipped or "", "", "", "", "", "", "",
+                              entry.message, f"[{entry.kind}]")
+            elif isinstance(entry, EndOfData):
+                last_end = entry.offset
+                if ctx["json"]:
+                    output.emit_json({"type": "end", "file": entry.path, "offset": entry.offset})
+    summary = {"type": "summary", "kind": "commitlog", "records": counts["records"],
+               "blanks": counts["blanks"], "problems": counts["problems"], "shown": counts["shown"],
+               "endOffset": last_end}
+    if ctx["json"]:
+        output.emit_json(summary)
+    else:
+        table.flush()
+        output.note(f"{counts['records']} records, {counts['blanks']} blanks, "
+                    f"{counts['problems']} problems; data ends at offset {last_end}")
+    return problems
+
+
+def _emit_record(record, found, delay_levels, ctx, display, queue, table) -> None:
+    dispatch = dispatchrequest.from_record(record, delay_levels)
+    if ctx["json"]:
+        mf = queue.find_by_offset(record.offset)
+        line = {"type": "message", "file": display(mf.path) if mf else None,
+                "fileOffset": record.offset - (mf.file_from_offset if mf else 0)}
+        line.update(message_fields(record, body=ctx["body"]))
+        line["tagsCode"] = dispatch.tags_code
+        line["dispatchedToConsumeQueue"] = dispatch.goes_to_consume_queue
+        line["ok"] = not found
+        if found:
+            line["problems"] = [{"kind": k, "message": m} for k, m in found]
+        output.emit_json(line)
+        return
+    fields = message_fields(record, body=ctx["body"])
+    body = fields.get("bodyDecompressed", fields.get("body", ""))
+    if body and len(body) > BODY_CUT:
+        body = body[:BODY_CUT - 1] + "…"
+    check = "ok" if not found else ", ".join(k for k, _ in found)
+    table.add(record.offset, record.total_size, fields["topic"], record.queue_id, record.queue_offset,
+              storeinfo.iso(record.store_timestamp), fields["tags"] or "", fields["keys"] or "",
+              (body or "").replace("\n", "⏎"), check)
+
+
+# -------------------------------------------------------------- consume queue
+
+def _cq_table():
+    return output.TableStream("consumequeue", [
+        ("topic", {}), ("queue", {"justify": "right"}), ("q-offset", {"justify": "right"}),
+        ("commitlog offset", {"justify": "right"}), ("size", {"justify": "right"}),
+        ("tagsCode", {"justify": "right"}), ("check", {})])
+
+
+def _dump_cq(cq, filters, ctx, display, table) -> int:
+    problems = 0
+    for lp in cq.files.problems:
+        problems += 1
+        _emit_problem(Problem(lp.kind, display(lp.path), 0, lp.offset or 0, lp.message), ctx, table)
+    ended = False
+    for unit in cq.units(filters.queue_offset_from or 0, filters.queue_offset_to, stop_at_invalid=False):
+        valid = is_valid_unit(unit.commitlog_offset, unit.size)
+        check = "ok"
+        if not valid:
+            check = "invalid"
+            ended = True
+        elif ended:
+            check = "after-invalid"
+        if check != "ok":
+            problems += 1
+        if filters.full():
+            continue
+        if not filters.offset_ok(unit.commitlog_offset):
+            continue
+        filters.shown += 1
+        if ctx["json"]:
+            output.emit_json({"type": "cq_unit", "topic": unit.topic, "queueId": unit.queue_id,
+                              "offset": unit.queue_offset, "commitLogOffset": unit.commitlog_offset,
+                              "size": unit.size, "tagsCode": unit.tags_code, "file": display(unit.path),
+                              "fileOffset": unit.file_offset, "ok": check == "ok",
+                              **({} if check == "ok" else {"problem": check})})
+        else:
+            table.add(unit.topic, unit.queue_id, unit.queue_offset, unit.commitlog_offset, unit.size,
+                      unit.tags_code, check)
+    return problems
+
+
+def _emit_problem(problem: Problem, ctx, table) -> None:
+    if ctx["json"]:
+        output.emit_json(problem.to_json())
+    elif table is not None:
+        table.add(problem.path, "", "", "", "", "", f"{problem.kind}: {problem.message}")
+    else:
+        output.note(f"{problem.path}: {problem.kind}: {problem.message}")
+
+
+# ---------------------------------------------------------------------- index
+
+def _dump_index(path, slots, entries, filters, ctx, display) -> int:
+    problems = 0
+    try:
+        ix = IndexFile(path, slots, entries)
+    except NotAStoreError as exc:
+        _emit_problem(Problem("bad-index-file", display(path), exc.offset or 0, 0, exc.message), ctx, None)
+        return 1
+    try:
+        header = ix.header()
+        size_note = None
+        if not ix.size_ok:
+            problems += 1
+            size_note = f"file is {ix.size} bytes, expected {ix.expected_size}"
+        if ctx["json"]:
+            line = {"type": "index_header", "file": display(path), "size": ix.size,
+                    "maxHashSlotNum": slots, "maxIndexNum": entries, **header.to_json()}
+            if size_note:
+                line["problem"] = size_note
+            output.emit_json(line)
+        else:
+            output.stdout().print(
+                f"[bold]{display(path)}[/bold]  {header.index_count - 1} entries, "
+                f"{header.hash_slot_count} slots used, offsets {header.begin_phy_offset}.."
+                f"{header.end_phy_offset}, times {storeinfo.iso(header.begin_timestamp)} .. "
+                f"{storeinfo.iso(header.end_timestamp)}" + (f"  [red]{size_note}[/red]" if size_note else ""),
+                highlight=False)
+        if slots_requested(ctx):
+            pass
+        table = None if ctx["json"] else output.TableStream(None, [
+            ("entry", {"justify": "right"}), ("keyHash", {"justify": "right"}),
+            ("slot", {"justify": "right"}), ("commitlog offset", {"justify": "right"}),
+            ("time", {}), ("prev", {"justify": "right"})])
+        for entry in ix.entries():
+            if filters.full():
+                break
+            time_ms = header.begin_timestamp + entry.time_diff * 1000
+            if not filters.offset_ok(entry.phy_offset) or not filters.time_ok(time_ms):
+                continue
+            filters.shown += 1
+            slot = entry.key_hash % slots if entry.key_hash >= 0 else None
+            if ctx["json"]:
+                output.emit_json({"type": "index_entry", "file": display(path), "entry": entry.number,
+                                  "keyHash": entry.key_hash, "slot": slot, "phyOffset": entry.phy_offset,
+                                  "timeDiff": entry.time_diff, "timestamp": time_ms,
+                                  "prevIndex": entry.prev_index})
+            else:
+                table.add(entry.number, entry.key_hash, slot, entry.phy_offset, storeinfo.iso(time_ms),
+                          entry.prev_index)
+        if table:
+            table.flush()
+        if ctx.get("slots"):
+            for number in range(slots):
+                value = ix.slot(number)
+                if value:
+                    output.emit_json({"type": "index_slot", "file": display(path), "slot": number,
+                                      "entry": value}) if ctx["json"] else \
+                        output.stdout().print(f"  slot {number} -> entry {value}", highlight=False)
+    finally:
+        ix.close()
+    return problems
+
+
+def slots_requested(ctx) -> bool:
+    return bool(ctx.get("slots"))
+
+
+# ----------------------------------------------------------------- small files
+
+def _dump_checkpoint(path, ctx, display) -> int:
+    cp = metafiles.read_checkpoint(path)
+    problems = 0
+    line = {"type": "checkpoint", "file": display(path), **cp}
+    if cp["fileSize"] != 4096:
+        problems += 1
+        line["problem"] = f"checkpoint is {cp['fileSize']} bytes, expected 4096"
+    for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"):
+        line[name + "Iso"] = storeinfo.iso(cp[name])
+    if ctx["json"]:
+        output.emit_json(line)
+    else:
+        table = output.TableStream(f"checkpoint {display(path)}", [("field", {}), ("value", {"justify": "right"}),
+                                                                  ("time (UTC)", {})])
+        for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp",
+                     "masterFlushedOffset", "confirmPhyOffset", "fileSize"):
+            table.add(name, cp[name], line.get(name + "Iso") or "")
+        table.flush()
+    return problems
+
+
+def _dump_config(path, ctx, display) -> int:
+    doc = metafiles.read_config_json(path)
+    if ctx["json"]:
+        output.emit_json({"type": "config", "file": display(path), "content": _jsonable(doc)})
+    else:
+        import json
+
+        output.stdout().print(f"[bold]{display(path)}[/bold]", highlight=False)
+        output.stdout().print(json.dumps(_jsonable(doc), indent=2, ensure_ascii=False), highlight=False)
+    return 0
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value

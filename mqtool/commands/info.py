@@ -1,0 +1,84 @@
+"""`mqtool info STORE`: the store at a glance."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+import humanize
+
+from mqtool import options, output, storeinfo
+
+
+def _time(millis):
+    if not millis:
+        return "-"
+    return f"{storeinfo.iso(millis)} ({millis})"
+
+
+@click.command("info")
+@options.store_argument
+@options.config_option
+@options.json_option
+def cli(store, config_path, settings, as_json):
+    """Files and sizes per kind, offsets, queues, checkpoint times, shutdown state and lock."""
+    layout = options.open_layout(store, config_path, settings)
+    info = storeinfo.gather(layout)
+    if as_json:
+        output.emit_json(info)
+        return
+    console = output.stdout()
+    cl, cq, ix = info["commitlog"], info["consumequeue"], info["index"]
+    console.print(f"[bold]store[/bold] {info['store']}  (format {info['format']})")
+    lines = [
+        ("commitlog", f"{cl['files']} files, {humanize.naturalsize(cl['bytes'], binary=True)} "
+                      f"(file size {humanize.naturalsize(cl['fileSize'], binary=True)}), "
+                      f"offsets {cl['minOffset']} .. {cl['maxOffset']}"
+                      f" ({humanize.naturalsize(cl['maxOffset'] - cl['minOffset'], binary=True)} of messages)"),
+        ("consumequeue", f"{cq['files']} files, {humanize.naturalsize(cq['bytes'], binary=True)}, "
+                         f"{cq['topics']} topics, {cq['queues']} queues"),
+        ("index", f"{ix['files']} files, {humanize.naturalsize(ix['bytes'], binary=True)} "
+                  f"({ix['maxHashSlotNum']} slots x {ix['maxIndexNum']} entries)"),
+    ]
+    for name, text in lines:
+        console.print(f"  {name:<13}{text}", highlight=False)
+    for kind in ("commitlog", "consumequeue"):
+        if info[kind].get("oddFiles"):
+            console.print(f"  [red]{kind}: files with an unexpected size or name:[/red] "
+                          + ", ".join(info[kind]["oddFiles"]), highlight=False)
+    if cl.get("firstStoreTimestamp"):
+        console.print(f"  first message  {_time(cl['firstStoreTimestamp'])}", highlight=False)
+    if cl.get("lastStoreTimestamp"):
+        console.print(f"  last message   {_time(cl['lastStoreTimestamp'])}", highlight=False)
+    cp = info["checkpoint"]
+    if "error" in cp:
+        console.print(f"  checkpoint     [red]{cp['error']}[/red]", highlight=False)
+    else:
+        console.print("  checkpoint", highlight=False)
+        for field in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"):
+            value = cp[field]
+            human = humanize.naturaltime(datetime.fromtimestamp(value / 1000)) if value else "never"
+            console.print(f"    {field:<22}{_time(value)}  {human}", highlight=False)
+        if info["format"] == "5.x":
+            console.print(f"    masterFlushedOffset   {cp['masterFlushedOffset']}", highlight=False)
+            console.print(f"    confirmPhyOffset      {cp['confirmPhyOffset']}", highlight=False)
+    shutdown = "clean (no abort file)" if info["cleanShutdown"] else \
+        "[yellow]NOT clean: abort file present (crash, or a broker is running)[/yellow]"
+    console.print(f"  last shutdown  {shutdown}", highlight=False)
+    lock = info["lock"]
+    if lock["held"]:
+        who = f"pid {lock['heldBy']}" if lock["heldBy"] else "a process on another host"
+        console.print(f"  lock           [yellow]held by {who}: a broker is using this store[/yellow]",
+                      highlight=False)
+    else:
+        console.print("  lock           free", highlight=False)
+    if info["queues"]:
+        table = output.TableStream("queues", [("topic", {}), ("queue", {"justify": "right"}),
+                                              ("files", {"justify": "right"}),
+                                              ("min offset", {"justify": "right"}),
+                                              ("max offset", {"justify": "right"}),
+                                              ("messages", {"justify": "right"})])
+        for q in info["queues"]:
+            table.add(q["topic"], q["queueId"], q["files"], q["minOffset"], q["maxOffset"],
+                      q["maxOffset"] - q["minOffset"])
+        table.flush()

@@ -1,0 +1,230 @@
+"""The commitlog as a sequence of entries: the one walker every command uses.
+
+`walk` goes through the files of a commitlog queue in order and yields each
+Record, each Blank, and a Problem for anything that is neither.  After damage
+it resynchronises on the next offset where a record with a valid magic code
+and a matching body CRC starts, and says how many bytes it skipped.  Checks
+of single records that do not stop the walk (CRC, physical-offset field) are
+in `record_problems`, shared by dump, verify-crc and recovery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mqtool.formats import commitlog as fmt
+from mqtool.formats import sysflag
+from mqtool.formats.commitlog import Blank, Record, RecordError
+from mqtool.mappedfile import MappedFile
+from mqtool.mappedfilequeue import MappedFileQueue
+
+_MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in fmt.MESSAGE_MAGICS)
+_ZERO_CHUNK = 1 << 20
+
+
+@dataclass
+class Problem:
+    """Something wrong at a byte offset of a file."""
+
+    kind: str
+    path: str
+    file_offset: int
+    offset: int          # absolute commitlog offset (file start + file_offset)
+    message: str
+    skipped: int = 0     # bytes the walk skipped past because of this problem
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        out = {"type": "problem", "kind": self.kind, "file": self.path, "fileOffset": self.file_offset,
+               "offset": self.offset, "message": self.message}
+        if self.skipped:
+            out["skippedBytes"] = self.skipped
+        out.update(self.details)
+        return out
+
+
+@dataclass
+class EndOfData:
+    """Where the written part of the commitlog ends (the next append would go here)."""
+
+    offset: int
+    path: str
+
+
+def record_problems(record: Record, check_crc: bool = True) -> list[tuple[str, str]]:
+    """Checks of one structurally valid record: (kind, message) for each failure."""
+    found = []
+    if check_crc:
+        computed = record.computed_body_crc()
+        if computed != record.body_crc:
+            found.append(("crc-mismatch", f"body CRC {record.body_crc} stored, {computed} computed"))
+    if record.physical_offset != record.offset:
+        found.append(("offset-mismatch", f"physicalOffset field says {record.physical_offset}, "
+                                         f"the record is at {record.offset}"))
+    if record.queue_offset < 0 or record.queue_id < 0:
+        found.append(("bad-queue", f"queueId {record.queue_id} / queueOffset {record.queue_offset}"))
+    if (record.sys_flag & sysflag.TRANSACTION_MASK) in (sysflag.TRANSACTION_PREPARED,
+                                                        sysflag.TRANSACTION_ROLLBACK) \
+            and record.queue_offset != 0:
+        found.append(("bad-queue", f"a prepared/rollback record carries queueOffset "
+                                   f"{record.queue_offset}, expected 0"))
+    return found
+
+
+def _first_nonzero(buf, start: int, end: int) -> int:
+    """The position of the first non-zero byte of buf[start:end], or -1."""
+    pos = start
+    while pos < end:
+        stop = min(end, pos + _ZERO_CHUNK)
+        chunk = buf[pos:stop]
+        if chunk.count(0) != len(chunk):
+            return pos + (len(chunk) - len(chunk.lstrip(b"\x00")))
+        pos = stop
+    return -1
+
+
+def _last_nonzero(buf, start: int, end: int) -> int:
+    pos = end
+    while pos > start:
+        begin = max(start, pos - _ZERO_CHUNK)
+        chunk = buf[begin:pos]
+        stripped = chunk.rstrip(b"\x00")
+        if stripped:
+            return begin + len(stripped) - 1
+        pos = begin
+    return -1
+
+
+def resync(buf, start: int, limit: int, base: int, check_crc: bool = True) -> int:
+    """The next position >= start where a valid record begins (-1 if none).
+
+    Valid means the magic code matches, the record parses and, with check_crc,
+    its body CRC checks.  Candidates are found with mmap's C-level find on the
+    magic bytes, so skipping a large damaged region is fast.
+    """
+    pos = start
+    while pos < limit:
+        hits = [h for h in (buf.find(p, pos + 4, limit) for p in _MAGIC_PATTERNS) if h >= 0]
+        if not hits:
+            return -1
+        candidate = min(hits) - 4
+        try:
+            entry = fmt.decode_entry(buf, candidate, limit, base)
+        except RecordError:
+            entry = None
+        if isinstance(entry, Record) and (not check_crc or entry.crc_ok()):
+            return candidate
+        pos = candidate + 1
+    return -1
+
+
+def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
+              display_path: str | None = None):
+    """Yield the entries of one commitlog file from byte `start` on.
+
+    Yields Record, Blank, Problem and finally EndOfData when the written data
+    ends inside this file.
+    """
+    buf = mf.buf
+    limit = mf.file_size
+    base = mf.file_from_offset
+    path = display_path or str(mf.path)
+    mf.advise_sequential()
+    pos = start
+    while pos < limit:
+        mf.drop_pages_before(pos)
+        try:
+            entry = fmt.decode_entry(buf, pos, limit, base)
+        except RecordError as err:
+            entry = err
+        if isinstance(entry, Record):
+            yield entry
+            pos += entry.total_size
+            continue
+        if isinstance(entry, Blank):
+            yield entry
+            return
+        if entry is fmt.END_OF_DATA:
+            bad = _first_nonzero(buf, pos, limit)
+            if bad < 0:
+                if not is_last:
+                    yield Problem("missing-blank", path, pos, base + pos,
+                                  "the file's data ends without a BLANK record, but a later file follows")
+                yield EndOfData(base + pos, path)
+                mf.drop_pages_before(limit)
+                return
+            # zeros, then more bytes: report the zero gap only if data follows it
+            if bad > pos:
+                yield Problem("zero-gap", path, pos, base + pos,
+                              f"{bad - pos} zero bytes where a record was expected; data follows",
+                              skipped=bad - pos)
+            pos = bad
+            continue
+        # a damaged entry: report it, then look for the next valid record
+        err = entry
+        nxt = resync(buf, pos + 1, limit, base, check_crc)
+        if nxt < 0:
+            last = _last_nonzero(buf, pos, limit)
+            damaged_end = last + 1 if last >= 0 else pos + 8
+            yield Problem(err.kind, path, pos, base + pos,
+                          f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
+                          skipped=damaged_end - pos)
+            if _first_nonzero(buf, damaged_end, limit) < 0:
+                yield EndOfData(base + pos, path)
+            return
+        yield Problem(err.kind, path, pos, base + pos,
+                      f"{err.reason}; skipped {nxt - pos} bytes to the next valid record at "
+                      f"{base + nxt}", skipped=nxt - pos)
+        pos = nxt
+    if pos >= limit and not is_last:
+        yield Problem("missing-blank", path, limit, base + limit,
+                      "the file is full but does not end with a BLANK record")
+
+
+def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
+         check_crc: bool = True, path_display=None, aligned: bool = False):
+    """Yield every entry of the commitlog in [start, end).  Load problems (bad
+    names, sizes, gaps) come first, as Problems.
+
+    Without `aligned` the walk begins at the start of the file holding `start`
+    and drops what lies before it, so any offset works; with `aligned` the
+    caller promises `start` is a record boundary and the walk begins there.
+    """
+    for lp in queue.problems:
+        yield Problem(lp.kind, _display(lp.path, path_display), 0, lp.offset if lp.offset is not None else -1,
+                      lp.message)
+    files = queue.files
+    # Files after the last one that starts with data are pre-allocated and empty (a broker
+    # creates the next file ahead of time): the data legitimately ends before them.
+    last_data = max((i for i, mf in enumerate(files) if any(mf.buf[:8])), default=len(files) - 1)
+    ended = False
+    for i, mf in enumerate(files):
+        if end is not None and mf.file_from_offset >= end:
+            return
+        if start is not None and mf.file_from_offset + mf.file_size <= start:
+            continue
+        first = 0
+        if aligned and start is not None and mf.file_from_offset <= start:
+            first = start - mf.file_from_offset
+        for entry in walk_file(mf, start=first, check_crc=check_crc, is_last=(i >= last_data),
+                               display_path=_display(mf.path, path_display)):
+            if isinstance(entry, EndOfData):
+                if ended:
+                    continue
+                ended = True
+            offset = getattr(entry, "offset", None)
+            if start is not None and offset is not None and offset < start:
+                continue
+            if end is not None and offset is not None and offset >= end:
+                return
+            yield entry
+
+
+def _display(path, path_display) -> str:
+    return path_display(path) if path_display else str(path)
+
+
+def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
+    """The store's commitlog files as a read-only queue (forensic: strict=False)."""
+    paths = [f.path for f in layout.commitlog_files()]
+    return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)

@@ -1,0 +1,241 @@
+"""StoreConfig: RocketMQ's store settings, with the broker's own names and defaults.
+
+Attribute names are MessageStoreConfig's (and, for the few broker-level
+settings the store needs, BrokerConfig's), so a broker.conf line means the
+same thing to mqtool as to a broker.  `load_broker_conf` reads a broker.conf
+(Java properties syntax); unknown keys are kept in `extra` and ignored.
+Where the broker silently clamps or rounds a value, `effective_warnings`
+says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqtool.errors import UsageError
+
+GIB = 1024 * 1024 * 1024
+CQ_UNIT_SIZE = 20
+MULTI_PATH_SPLITTER = ","
+
+
+@dataclass
+class StoreConfig:
+    # paths (MessageStoreConfig)
+    storePathRootDir: str = str(Path.home() / "store")
+    storePathCommitLog: str | None = None
+    storePathDLedgerCommitLog: str | None = None
+    readOnlyCommitLogStorePaths: str | None = None
+    # file sizes
+    mappedFileSizeCommitLog: int = GIB
+    mappedFileSizeConsumeQueue: int = 300000 * CQ_UNIT_SIZE
+    enableConsumeQueueExt: bool = False
+    maxHashSlotNum: int = 5000000
+    maxIndexNum: int = 5000000 * 4
+    # messages
+    maxMessageSize: int = 1024 * 1024 * 4
+    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    messageIndexEnable: bool = True
+    messageIndexSafe: bool = False
+    duplicationEnable: bool = False
+    # flush and commit
+    flushDiskType: str = "ASYNC_FLUSH"
+    syncFlushTimeout: int = 1000 * 5
+    flushIntervalCommitLog: int = 500
+    flushCommitLogTimed: bool = True
+    flushCommitLogLeastPages: int = 4
+    flushCommitLogThoroughInterval: int = 1000 * 10
+    commitIntervalCommitLog: int = 200
+    commitCommitLogLeastPages: int = 4
+    commitCommitLogThoroughInterval: int = 200
+    flushIntervalConsumeQueue: int = 1000
+    flushConsumeQueueLeastPages: int = 2
+    flushConsumeQueueThoroughInterval: int = 1000 * 60
+    transientStorePoolEnable: bool = False
+    transientStorePoolSize: int = 5
+    fastFailIfNoBufferInStorePool: bool = False
+    # recovery
+    checkCRCOnRecover: bool = True
+    # reclaim
+    cleanResourceInterval: int = 10000
+    deleteCommitLogFilesInterval: int = 100
+    deleteConsumeQueueFilesInterval: int = 100
+    destroyMapedFileIntervalForcibly: int = 1000 * 120
+    redeleteHangedFileInterval: int = 1000 * 120
+    deleteWhen: str = "04"
+    diskMaxUsedSpaceRatio: int = 75
+    fileReservedTime: int = 72
+    cleanFileForciblyEnable: bool = True
+    diskSpaceWarningLevelRatio: int = 90      # 5.x store key; 4.9.8: JVM property, 0.90
+    diskSpaceCleanForciblyRatio: int = 85     # 5.x store key; 4.9.8: JVM property, 0.85
+    # role
+    brokerRole: str = "ASYNC_MASTER"
+    enableDLegerCommitLog: bool = False
+    # 5.x message format
+    autoMessageVersionOnTopicLen: bool = True
+    enabledAppendPropCRC: bool = False
+    forceVerifyPropCRC: bool = False
+    # broker-level settings the store's bytes depend on (BrokerConfig / NettyServerConfig)
+    brokerName: str = "broker-a"
+    brokerClusterName: str = "DefaultCluster"
+    brokerIP1: str = "127.0.0.1"
+    listenPort: int = 10911
+    # mqtool: which broker generation the written bytes follow ("4" or "5")
+    storeFormat: str = "4"
+    extra: dict = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------ derived values
+    @property
+    def root(self) -> Path:
+        return Path(self.storePathRootDir)
+
+    def commitlog_dirs(self) -> list[Path]:
+        """Writable commitlog directories, as storePathCommitLog lists them."""
+        if not self.storePathCommitLog:
+            return [self.root / "commitlog"]
+        return [Path(p.strip()) for p in self.storePathCommitLog.split(MULTI_PATH_SPLITTER) if p.strip()]
+
+    def readonly_commitlog_dirs(self) -> list[Path]:
+        if not self.readOnlyCommitLogStorePaths:
+            return []
+        return [Path(p.strip()) for p in self.readOnlyCommitLogStorePaths.split(MULTI_PATH_SPLITTER)
+                if p.strip()]
+
+    def consume_queue_file_size(self) -> int:
+        """getMappedFileSizeConsumeQueue: rounded up to whole 20-byte units."""
+        units = -(-self.mappedFileSizeConsumeQueue // CQ_UNIT_SIZE)
+        return units * CQ_UNIT_SIZE
+
+    def disk_max_used_space_ratio(self) -> int:
+        """getDiskMaxUsedSpaceRatio: clamped to 10..95."""
+        return min(max(self.diskMaxUsedSpaceRatio, 10), 95)
+
+    def delay_levels_ms(self) -> list[int]:
+        """messageDelayLevel parsed as ScheduleMessageService does (s, m, h, d units)."""
+        units = {"s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
+        levels = []
+        for word in self.messageDelayLevel.split():
+            unit = word[-1]
+            if unit not in units or not word[:-1].isdigit():
+                raise UsageError(f"messageDelayLevel: cannot read {word!r} (number then s, m, h or d)")
+            levels.append(int(word[:-1]) * units[unit])
+        return levels
+
+    @property
+    def is_5x(self) -> bool:
+        return self.storeFormat.startswith("5")
+
+    def effective_warnings(self) -> list[str]:
+        """Values the broker silently changes, and what it uses instead."""
+        notes = []
+        ratio = self.disk_max_used_space_ratio()
+        if ratio != self.diskMaxUsedSpaceRatio:
+            notes.append(f"diskMaxUsedSpaceRatio={self.diskMaxUsedSpaceRatio} is clamped to {ratio} "
+                         "(the broker accepts 10..95)")
+        cq = self.consume_queue_file_size()
+        if cq != self.mappedFileSizeConsumeQueue:
+            notes.append(f"mappedFileSizeConsumeQueue={self.mappedFileSizeConsumeQueue} is rounded up "
+                         f"to {cq} (whole 20-byte units)")
+        return notes
+
+    def replace(self, **changes) -> "StoreConfig":
+        return dataclasses.replace(self, **changes)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(StoreConfig) if f.name != "extra"}
+# 4.9.8 reads the disk levels from JVM system properties as fractions.
+_JVM_ALIASES = {
+    "rocketmq.broker.diskSpaceWarningLevelRatio": "diskSpaceWarningLevelRatio",
+    "rocketmq.broker.diskSpaceCleanForciblyRatio": "diskSpaceCleanForciblyRatio",
+}
+
+
+def _convert(name: str, raw: str, where: str):
+    kind = _FIELDS[name].type
+    text = raw.strip()
+    if "bool" in kind:
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise UsageError(f"{where}: {name} must be true or false, not {text!r}")
+    if kind.startswith("int"):
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(f"{where}: {name} must be a whole number, not {text!r}") from None
+    return text
+
+
+def parse_properties(text: str) -> list[tuple[int, str, str]]:
+    """java.util.Properties syntax: key=value / key:value / key value, # and ! comments,
+    backslash line continuation.  Returns (line number, key, value)."""
+    entries = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        start = i
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while line.endswith("\\") and not line.endswith("\\\\") and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        key_end = len(line)
+        for pos, ch in enumerate(line):
+            if ch in "=: \t":
+                key_end = pos
+                break
+        key = line[:key_end]
+        rest = line[key_end:].lstrip(" \t")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t")
+        entries.append((start + 1, key, rest))
+    return entries
+
+
+def apply_settings(config: StoreConfig, settings: dict[str, str], where: str = "option") -> StoreConfig:
+    """Return config with RocketMQ-named settings applied (values as text)."""
+    changes, extra = {}, dict(config.extra)
+    for key, value in settings.items():
+        if key in _JVM_ALIASES:
+            name = _JVM_ALIASES[key]
+            try:
+                changes[name] = round(float(value) * 100)
+            except ValueError:
+                raise UsageError(f"{where}: {key} must be a fraction such as 0.85, not {value!r}") from None
+        elif key in _FIELDS:
+            changes[key] = _convert(key, value, where)
+        else:
+            extra[key] = value
+    return dataclasses.replace(config, extra=extra, **changes)
+
+
+def load_broker_conf(path, base: StoreConfig | None = None) -> StoreConfig:
+    """Read a broker.conf; a missing or unreadable file is a usage error naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read broker config: {exc.strerror}", path=path) from None
+    config = base or StoreConfig()
+    settings = {}
+    for line, key, value in parse_properties(text):
+        settings[key] = value
+        if key in _FIELDS:
+            _convert(key, value, f"{path} line {line}")  # report bad values with their line
+    config = apply_settings(config, settings, str(path))
+    return config
+
+
+def config_for_store(root, conf_path=None, overrides: dict[str, str] | None = None) -> StoreConfig:
+    """The configuration a command uses for the store at root."""
+    config = StoreConfig()
+    if conf_path:
+        config = load_broker_conf(conf_path, config)
+    if root is not None:
+        config = config.replace(storePathRootDir=os.fspath(root))
+    if overrides:
+        config = apply_settings(config, overrides)
+    return config

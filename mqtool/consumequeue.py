@@ -1,0 +1,136 @@
+"""Consume queues on disk: one MappedFileQueue of 20-byte units per topic and queue.
+
+Reading answers what ConsumeQueue answers: the units, the queue's min and max
+offsets (max = one past the last valid unit), and which commitlog offset a
+queue offset points at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
+from mqtool.mappedfilequeue import MappedFileQueue
+
+
+@dataclass(slots=True)
+class Unit:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    path: Path
+    file_offset: int
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, *,
+                 writable: bool = False, strict: bool = False):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = Path(directory)
+        self.file_size = file_size
+        paths = [self.directory / name for name in sorted(_names(self.directory))]
+        self.files = MappedFileQueue(paths, file_size, writable=writable, strict=strict)
+
+    # ---------------------------------------------------------------- reading
+    def units(self, start_queue_offset: int = 0, end_queue_offset: int | None = None,
+              stop_at_invalid: bool = True):
+        """Yield Units from start_queue_offset on.  With stop_at_invalid (the
+        broker's view) the queue ends at the first unit that is not valid;
+        without it every written (non-zero) unit is yielded, for forensics."""
+        for mf in self.files:
+            first_unit = mf.file_from_offset // UNIT_SIZE
+            count = mf.file_size // UNIT_SIZE
+            if end_queue_offset is not None and first_unit >= end_queue_offset:
+                return
+            if first_unit + count <= start_queue_offset:
+                continue
+            begin = max(0, start_queue_offset - first_unit)
+            data_end = self._written_end(mf)
+            stop = data_end // UNIT_SIZE
+            for i, (offset, size, tags) in enumerate(
+                    UNIT_STRUCT.iter_unpack(mf.buf[begin * UNIT_SIZE:stop * UNIT_SIZE]), start=begin):
+                q = first_unit + i
+                if end_queue_offset is not None and q >= end_queue_offset:
+                    return
+                if stop_at_invalid and not is_valid_unit(offset, size):
+                    return
+                yield Unit(self.topic, self.queue_id, q, offset, size, tags, mf.path, i * UNIT_SIZE)
+            if stop < count and stop_at_invalid:
+                return
+
+    @staticmethod
+    def _written_end(mf) -> int:
+        """Bytes up to and including the last unit that is not all zeros."""
+        data = mf.buf
+        end = len(data)
+        # strip trailing zero units quickly, a megabyte at a time
+        step = 1 << 20
+        while end > 0:
+            begin = max(0, end - step)
+            chunk = data[begin:end].rstrip(b"\x00")
+            if chunk:
+                last = begin + len(chunk)
+                return -(-last // UNIT_SIZE) * UNIT_SIZE
+            end = begin
+        return 0
+
+    def min_offset(self) -> int:
+        """The first queue offset on disk (files before it were reclaimed)."""
+        if not len(self.files):
+            return 0
+        return self.files.files[0].file_from_offset // UNIT_SIZE
+
+    def max_offset(self) -> int:
+        """One past the last valid unit, as ConsumeQueue.getMaxOffsetInQueue."""
+        for mf in reversed(self.files.files):
+            end = self._written_end(mf)
+            if end == 0:
+                continue
+            # walk back over trailing invalid units
+            units = list(UNIT_STRUCT.iter_unpack(mf.buf[:end]))
+            count = len(units)
+            while count and not is_valid_unit(units[count - 1][0], units[count - 1][1]):
+                count -= 1
+            if count:
+                return mf.file_from_offset // UNIT_SIZE + count
+        return self.min_offset()
+
+    def unit_at(self, queue_offset: int) -> Unit | None:
+        mf = self.files.find_by_offset(queue_offset * UNIT_SIZE)
+        if mf is None:
+            return None
+        pos = queue_offset * UNIT_SIZE - mf.file_from_offset
+        if pos + UNIT_SIZE > mf.file_size:
+            return None
+        offset, size, tags = UNIT_STRUCT.unpack_from(mf.buf, pos)
+        if not is_valid_unit(offset, size):
+            return None
+        return Unit(self.topic, self.queue_id, queue_offset, offset, size, tags, mf.path, pos)
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _names(directory: Path) -> list[str]:
+    from mqtool import fsutil
+
+    try:
+        return [name for name, is_file, _, _ in fsutil.scandir(directory) if is_file]
+    except FileNotFoundError:
+        return []
+
+
+def open_all(layout, *, topics=None, queue_ids=None):
+    """ConsumeQueue objects for every queue on disk (optionally filtered)."""
+    size = layout.consume_queue_file_size()
+    for topic, queue_id, directory in layout.consume_queues():
+        if topics and topic not in topics:
+            continue
+        if queue_ids is not None and queue_id not in queue_ids:
+            continue
+        yield ConsumeQueue(topic, queue_id, directory, size)

@@ -1,0 +1,80 @@
+"""What the store derives from a record for its consume queues and index.
+
+This is CommitLog.checkMessageAndReturnSize's DispatchRequest: the consume
+queue gets (offset, size, tagsCode), the index gets the KEYS and UNIQ_KEY of
+the topic the record is stored under.  tagsCode is the tags' hashCode, except
+for SCHEDULE_TOPIC_XXXX records, whose tagsCode is the delivery time
+(storeTimestamp + the delay of their level, the level clamped to the highest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mqtool.formats import properties as props
+from mqtool.formats import sysflag
+from mqtool.formats.commitlog import Record
+from mqtool.formats.javastr import tags_code
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    topic: str
+    queue_id: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    queue_offset: int
+    keys: str
+    uniq_key: str | None
+    sys_flag: int
+    prepared_transaction_offset: int
+
+    @property
+    def goes_to_consume_queue(self) -> bool:
+        return sysflag.is_dispatched_to_consume_queue(self.sys_flag)
+
+    @property
+    def is_indexed(self) -> bool:
+        """IndexService.buildIndex skips rollback records only."""
+        return sysflag.transaction_type(self.sys_flag) != sysflag.TRANSACTION_ROLLBACK
+
+    def index_keys(self) -> list[str]:
+        """The keys the index service adds, in its order: UNIQ_KEY first, then KEYS."""
+        keys = []
+        if self.uniq_key:
+            keys.append(self.uniq_key)
+        keys.extend(props.split_keys(self.keys))
+        return keys
+
+
+def delivery_time(level: int, store_timestamp: int, delay_levels_ms: list[int]) -> int:
+    """ScheduleMessageService.computeDeliverTimestamp for a (clamped) level >= 1."""
+    level = min(level, len(delay_levels_ms))
+    return store_timestamp + delay_levels_ms[level - 1]
+
+
+def from_record(record: Record, delay_levels_ms: list[int]) -> DispatchRequest:
+    topic = record.topic
+    properties = record.properties if record.properties_bytes else {}
+    tags = properties.get(props.TAGS)
+    code = tags_code(tags)
+    level_text = properties.get(props.DELAY)
+    if topic == SCHEDULE_TOPIC and level_text is not None:
+        try:
+            level = int(level_text)
+        except ValueError:
+            level = 0
+        level = min(level, len(delay_levels_ms))
+        if level > 0:
+            code = delivery_time(level, record.store_timestamp, delay_levels_ms)
+    return DispatchRequest(
+        topic=topic, queue_id=record.queue_id, commitlog_offset=record.offset, size=record.total_size,
+        tags_code=code, store_timestamp=record.store_timestamp, queue_offset=record.queue_offset,
+        keys=properties.get(props.KEYS, "") or "", uniq_key=properties.get(props.UNIQ_KEY),
+        sys_flag=record.sys_flag, prepared_transaction_offset=record.prepared_transaction_offset)

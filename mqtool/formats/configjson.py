@@ -1,0 +1,198 @@
+"""The broker's config JSON files, as fastjson writes and reads them.
+
+config/topics.json, consumerOffset.json, delayOffset.json and
+subscriptionGroup.json are written by fastjson with PrettyFormat.  That is
+not quite JSON: map keys that are not strings are written bare (`{0:12,1:3}`),
+entries of such maps share one line and only the closing brace gets its own,
+and indentation is by tabs.  `loads` reads that (and plain JSON); `dumps`
+writes it back byte for byte for the shapes these files use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+CONFIG_FILES = ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json")
+
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_WORD = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_WS = " \t\n\r"
+
+
+class ConfigJsonError(ValueError):
+    def __init__(self, message: str, offset: int):
+        super().__init__(f"{message} at character {offset}")
+        self.offset = offset
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    def error(self, message: str):
+        raise ConfigJsonError(message, self.pos)
+
+    def skip(self):
+        text, pos = self.text, self.pos
+        while pos < len(text) and text[pos] in _WS:
+            pos += 1
+        self.pos = pos
+
+    def value(self):
+        self.skip()
+        if self.pos >= len(self.text):
+            self.error("unexpected end of input")
+        ch = self.text[self.pos]
+        if ch == "{":
+            return self.obj()
+        if ch == "[":
+            return self.array()
+        if ch == '"':
+            return self.string()
+        match = _NUMBER.match(self.text, self.pos)
+        if match:
+            self.pos = match.end()
+            return json.loads(match.group())
+        match = _WORD.match(self.text, self.pos)
+        if match and match.group() in ("true", "false", "null"):
+            self.pos = match.end()
+            return {"true": True, "false": False, "null": None}[match.group()]
+        self.error(f"unexpected {ch!r}")
+
+    def string(self):
+        try:
+            value, self.pos = json.decoder.scanstring(self.text, self.pos + 1)
+        except json.JSONDecodeError as exc:
+            raise ConfigJsonError(exc.msg, exc.pos) from None
+        return value
+
+    def key(self):
+        self.skip()
+        if self.pos < len(self.text) and self.text[self.pos] == '"':
+            return self.string()
+        match = _NUMBER.match(self.text, self.pos)
+        if match:
+            self.pos = match.end()
+            return json.loads(match.group())
+        match = _WORD.match(self.text, self.pos)
+        if match:
+            self.pos = match.end()
+            return match.group()
+        self.error("expected a key")
+
+    def expect(self, ch: str):
+        self.skip()
+        if self.text[self.pos:self.pos + 1] != ch:
+            self.error(f"expected {ch!r}")
+        self.pos += 1
+
+    def obj(self):
+        self.pos += 1
+        result = {}
+        self.skip()
+        if self.text[self.pos:self.pos + 1] == "}":
+            self.pos += 1
+            return result
+        while True:
+            k = self.key()
+            self.expect(":")
+            result[k] = self.value()
+            self.skip()
+            ch = self.text[self.pos:self.pos + 1]
+            self.pos += 1
+            if ch == "}":
+                return result
+            if ch != ",":
+                self.pos -= 1
+                self.error("expected ',' or '}'")
+
+    def array(self):
+        self.pos += 1
+        result = []
+        self.skip()
+        if self.text[self.pos:self.pos + 1] == "]":
+            self.pos += 1
+            return result
+        while True:
+            result.append(self.value())
+            self.skip()
+            ch = self.text[self.pos:self.pos + 1]
+            self.pos += 1
+            if ch == "]":
+                return result
+            if ch != ",":
+                self.pos -= 1
+                self.error("expected ',' or ']'")
+
+
+def loads(text: str):
+    """Parse fastjson output; bare numeric keys come back as ints."""
+    parser = _Parser(text)
+    value = parser.value()
+    parser.skip()
+    if parser.pos != len(text):
+        parser.error("trailing characters")
+    return value
+
+
+def _scalar(value) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value)
+
+
+def _dump(value, depth: int, out: list[str]) -> None:
+    if isinstance(value, dict):
+        out.append("{")
+        if not value:
+            out.append("}")
+            return
+        indent = "\t" * (depth + 1)
+        for i, (k, v) in enumerate(value.items()):
+            if i:
+                out.append(",")
+            if isinstance(k, str):
+                out.append("\n" + indent + json.dumps(k, ensure_ascii=False) + ":")
+            else:  # fastjson's MapSerializer writes non-string keys bare, with no line break
+                out.append(_scalar(k) + ":")
+            _dump(v, depth + 1, out)
+        out.append("\n" + "\t" * depth + "}")
+    elif isinstance(value, list):
+        out.append("[")
+        if not value:
+            out.append("]")
+            return
+        indent = "\t" * (depth + 1)
+        for i, v in enumerate(value):
+            if i:
+                out.append(",")
+            out.append("\n" + indent)
+            _dump(v, depth + 1, out)
+        out.append("\n" + "\t" * depth + "]")
+    else:
+        out.append(_scalar(value))
+
+
+def dumps(value) -> str:
+    """Write value the way fastjson's JSON.toJSONString(obj, true) does."""
+    out: list[str] = []
+    _dump(value, 0, out)
+    return "".join(out)
+
+
+def consumer_offsets(doc) -> dict[tuple[str, str], dict[int, int]]:
+    """consumerOffset.json's offsetTable as {(topic, group): {queueId: offset}}."""
+    table = (doc or {}).get("offsetTable") or {}
+    result = {}
+    for key, queues in table.items():
+        topic, _, group = str(key).rpartition("@")
+        result[(topic, group)] = {int(q): int(o) for q, o in (queues or {}).items()}
+    return result

@@ -1,0 +1,60 @@
+"""The message properties string: name 0x01 value, pairs joined by 0x02.
+
+Decoding follows MessageDecoder.string2messageProperties exactly: a pair
+shorter than 3 characters, with an empty name or an empty value is skipped,
+and a later duplicate name wins.  Encoding follows messageProperties2String:
+4.x drops the final 0x02, 5.x keeps it.
+"""
+
+from __future__ import annotations
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Property names the store and broker give meaning to (MessageConst).
+KEYS = "KEYS"
+TAGS = "TAGS"
+UNIQ_KEY = "UNIQ_KEY"
+DELAY = "DELAY"
+WAIT = "WAIT"
+CLUSTER = "CLUSTER"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+CRC32 = "__CRC32#"
+KEY_SEPARATOR = " "
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """Parse a properties string the way the broker does."""
+    result: dict[str, str] = {}
+    length = len(text)
+    index = 0
+    while index < length:
+        end = text.find(PROPERTY_SEPARATOR, index)
+        if end < 0:
+            end = length
+        if end - index >= 3:
+            sep = text.find(NAME_VALUE_SEPARATOR, index)
+            if index < sep < end - 1:
+                result[text[index:sep]] = text[sep + 1:end]
+        index = end + 1
+    return result
+
+
+def encode_properties(pairs, *, trailing_separator: bool = False) -> str:
+    """Serialise (name, value) pairs in the order given; None values are skipped."""
+    items = pairs.items() if hasattr(pairs, "items") else pairs
+    parts = [f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in items if value is not None]
+    if not parts:
+        return ""
+    text = PROPERTY_SEPARATOR.join(parts)
+    return text + PROPERTY_SEPARATOR if trailing_separator else text
+
+
+def split_keys(keys: str | None) -> list[str]:
+    """KEYS as the index service splits them: on single spaces, empty pieces dropped."""
+    if not keys:
+        return []
+    return [k for k in keys.split(KEY_SEPARATOR) if k]

@@ -1,0 +1,82 @@
+"""File-system primitives that leave no trace on read, and make writes durable.
+
+Read-only commands promise not to change a byte or a file time, so reads open
+files and directories with O_NOATIME (allowed for the file's owner and for
+root; otherwise we fall back to a plain open, and the kernel's relatime rules
+apply).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def open_read(path) -> int:
+    """A read-only file descriptor that does not update the file's access time."""
+    try:
+        return os.open(path, os.O_RDONLY | _NOATIME)
+    except PermissionError:
+        if not _NOATIME:
+            raise
+        return os.open(path, os.O_RDONLY)
+
+
+def scandir(directory):
+    """(name, is_file, stat) for each entry of directory, without touching its atime."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NOATIME)
+    except PermissionError:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        result = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                st = os.stat(entry.name, dir_fd=fd)
+                result.append((entry.name, _is_reg(st.st_mode), _is_dir(st.st_mode), st))
+        return result
+    finally:
+        os.close(fd)
+
+
+def _is_reg(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+def _is_dir(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISDIR(mode)
+
+
+def read_small(path, limit: int = 1 << 20) -> bytes:
+    """The whole content of a small file (checkpoint, config JSON), read without a trace."""
+    fd = open_read(path)
+    try:
+        chunks, total = [], 0
+        while total < limit:
+            chunk = os.read(fd, min(65536, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(directory) -> None:
+    """Make renames and new entries in directory durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def exists(path) -> bool:
+    return Path(path).exists()

@@ -1,0 +1,139 @@
+"""Index files on disk: header, slots and entries, and RocketMQ's key lookup.
+
+`lookup` walks a slot's chain exactly as IndexFile.selectPhyOffset does
+(hash match only, time window from the header's beginTimestamp plus each
+entry's timeDiff in seconds, stop on a bad or self-referencing link), so its
+answers are the broker's, collisions included; callers re-check the keys
+against the commitlog.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqtool import fsutil
+from mqtool.errors import NotAStoreError
+from mqtool.formats import index as fmt
+from mqtool.formats.javastr import index_key_hash
+
+
+@dataclass(slots=True)
+class Header:
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
+    def to_json(self) -> dict:
+        return {"beginTimestamp": self.begin_timestamp, "endTimestamp": self.end_timestamp,
+                "beginPhyOffset": self.begin_phy_offset, "endPhyOffset": self.end_phy_offset,
+                "hashSlotCount": self.hash_slot_count, "indexCount": self.index_count}
+
+
+@dataclass(slots=True)
+class Entry:
+    number: int
+    key_hash: int
+    phy_offset: int
+    time_diff: int
+    prev_index: int
+
+
+class IndexFile:
+    """One index file, mapped read-only (the engine maps it writable)."""
+
+    def __init__(self, path, hash_slot_num: int, index_num: int, *, writable: bool = False):
+        self.path = Path(path)
+        self.name = self.path.name
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.expected_size = fmt.file_size(hash_slot_num, index_num)
+        try:
+            fd = os.open(self.path, os.O_RDWR) if writable else fsutil.open_read(self.path)
+        except OSError as exc:
+            raise NotAStoreError(f"cannot open: {exc.strerror}", path=self.path) from None
+        try:
+            self.size = os.fstat(fd).st_size
+            if self.size < fmt.HEADER_SIZE:
+                raise NotAStoreError(f"index file of {self.size} bytes is shorter than its "
+                                     f"{fmt.HEADER_SIZE}-byte header", path=self.path, offset=0)
+            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            self.buf = mmap.mmap(fd, self.size, access=access)
+        finally:
+            os.close(fd)
+
+    @property
+    def size_ok(self) -> bool:
+        return self.size == self.expected_size
+
+    def header(self) -> Header:
+        return Header(*fmt.HEADER_STRUCT.unpack_from(self.buf, 0))
+
+    def slot(self, number: int) -> int:
+        pos = fmt.slot_position(number)
+        if pos + 4 > self.size:
+            return 0
+        return int.from_bytes(self.buf[pos:pos + 4], "big", signed=True)
+
+    def entry(self, number: int) -> Entry | None:
+        pos = fmt.entry_position(self.hash_slot_num, number)
+        if number < 0 or pos + fmt.ENTRY_SIZE > self.size:
+            return None
+        return Entry(number, *fmt.ENTRY_STRUCT.unpack_from(self.buf, pos))
+
+    def entries(self):
+        """Entries 1 .. indexCount-1, in the order they were written."""
+        count = min(self.header().index_count, self.index_num)
+        for number in range(1, count):
+            entry = self.entry(number)
+            if entry is None:
+                return
+            yield entry
+
+    def lookup(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """IndexFile.selectPhyOffset for one index key (`topic#key`)."""
+        header = self.header()
+        key_hash = index_key_hash(key)
+        slot = self.slot(key_hash % self.hash_slot_num)
+        found: list[int] = []
+        if slot <= fmt.INVALID_INDEX or slot > header.index_count or header.index_count <= 1:
+            return found
+        number = slot
+        while len(found) < max_num:
+            entry = self.entry(number)
+            if entry is None:
+                break
+            if entry.time_diff < 0:
+                break
+            time_read = header.begin_timestamp + entry.time_diff * 1000
+            if entry.key_hash == key_hash and begin <= time_read <= end:
+                found.append(entry.phy_offset)
+            prev = entry.prev_index
+            if prev <= fmt.INVALID_INDEX or prev > header.index_count or prev == number or time_read < begin:
+                break
+            number = prev
+        return found
+
+    def time_matched(self, begin: int, end: int) -> bool:
+        """IndexFile.isTimeMatched: does the file's time span touch [begin, end]?"""
+        h = self.header()
+        return ((begin < h.begin_timestamp and end > h.end_timestamp)
+                or (h.begin_timestamp <= begin <= h.end_timestamp)
+                or (h.begin_timestamp <= end <= h.end_timestamp))
+
+    def close(self) -> None:
+        try:
+            self.buf.close()
+        except BufferError:
+            pass
+
+
+def open_all(layout):
+    slots, entries = layout.index_geometry()
+    for info in layout.index_files():
+        yield IndexFile(info.path, slots, entries)

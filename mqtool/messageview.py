@@ -1,0 +1,91 @@
+"""A record as the operator sees it: stable JSON fields and the body in a chosen form.
+
+Field names follow RocketMQ's MessageExt (topic, queueId, queueOffset,
+commitLogOffset, storeSize, bodyCRC, ...), so JSON from mqtool lines up with
+what a broker or its admin tools print.  Compressed bodies are shown as
+stored and, in bodyDecompressed, unpacked with the codec the sysFlag names.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+
+from mqtool.formats import properties as props
+from mqtool.formats import sysflag
+from mqtool.formats.commitlog import MAGIC_V2, Record
+from mqtool.formats.msgid import encode_offset_msgid
+
+BODY_FORMATS = ("text", "hex", "base64")
+MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+
+def render_body(body: bytes, how: str) -> str:
+    if how == "hex":
+        return body.hex()
+    if how == "text":
+        return body.decode("utf-8", "replace")
+    return base64.b64encode(body).decode("ascii")
+
+
+def decompress(body: bytes, codec: str) -> bytes:
+    """Unpack a body the way the 4.9.8/5.x consumer does; ValueError when it cannot."""
+    try:
+        if codec == "ZLIB":
+            d = zlib.decompressobj()
+            out = d.decompress(body, MAX_DECOMPRESSED)
+            return out
+        if codec == "LZ4":
+            import lz4.frame
+
+            return lz4.frame.decompress(body)
+        if codec == "ZSTD":
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompressobj().decompress(body)
+    except Exception as exc:  # each codec has its own error types
+        raise ValueError(f"{codec} body does not decompress: {exc}") from None
+    raise ValueError(f"unknown compression {codec}")
+
+
+def message_fields(record: Record, *, body: str | None = "base64") -> dict:
+    """The record's fields under stable names (body omitted when body is None)."""
+    properties_string = record.properties_string
+    properties = props.decode_properties(properties_string)
+    out = {
+        "topic": record.topic,
+        "queueId": record.queue_id,
+        "queueOffset": record.queue_offset,
+        "commitLogOffset": record.offset,
+        "physicalOffset": record.physical_offset,
+        "storeSize": record.total_size,
+        "magicCode": f"0x{record.magic:08X}",
+        "version": 2 if record.magic == MAGIC_V2 else 1,
+        "bodyCRC": record.body_crc,
+        "bodyCRCRecomputed": record.computed_body_crc(),
+        "flag": record.flag,
+        "sysFlag": record.sys_flag,
+        "sysFlagText": sysflag.describe(record.sys_flag),
+        "bornTimestamp": record.born_timestamp,
+        "bornHost": record.born_host,
+        "storeTimestamp": record.store_timestamp,
+        "storeHost": record.store_host,
+        "reconsumeTimes": record.reconsume_times,
+        "preparedTransactionOffset": record.prepared_transaction_offset,
+        "tags": properties.get(props.TAGS),
+        "keys": properties.get(props.KEYS),
+        "properties": properties,
+        "propertiesString": properties_string,
+        "bodyLength": len(record.body),
+        "msgId": encode_offset_msgid(record.store_address, record.store_port, record.offset),
+        "uniqKey": properties.get(props.UNIQ_KEY),
+    }
+    if body is not None:
+        out["body"] = render_body(record.body, body)
+        codec = sysflag.compression_type(record.sys_flag)
+        if codec and record.body:
+            try:
+                out["bodyDecompressed"] = render_body(decompress(record.body, codec), body)
+            except ValueError as exc:
+                out["bodyDecompressError"] = str(exc)
+    return out

@@ -1,0 +1,109 @@
+"""Shared test fixtures: the real RocketMQ stores in ../shared/fixtures, used through copies.
+
+The fixtures directory is found through $MQTOOL_FIXTURES, else ../shared/fixtures
+next to the checkout.  Tests never touch it in place: stores are extracted from
+their tarballs into temporary directories.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from mqtool import cli, output
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(os.environ.get("MQTOOL_FIXTURES", REPO.parent / "shared" / "fixtures"))
+
+ALL_FIXTURES = {
+    "basic": "rocketmq-4.9.8/basic",
+    "features": "rocketmq-4.9.8/features",
+    "multifile": "rocketmq-4.9.8/multifile",
+    "crash": "rocketmq-4.9.8/crash",
+    "flipped-body-byte": "rocketmq-4.9.8/corrupt-tail/flipped-body-byte",
+    "garbage-tail": "rocketmq-4.9.8/corrupt-tail/garbage-tail",
+    "basic5": "rocketmq-5.3.3/basic5",
+}
+UNDAMAGED = ["basic", "features", "multifile", "crash", "basic5"]
+DAMAGED = ["flipped-body-byte", "garbage-tail"]
+
+
+def fixture_dir(name: str) -> Path:
+    path = FIXTURES / ALL_FIXTURES[name]
+    if not path.is_dir():
+        pytest.fail(f"fixture {path} is missing: set MQTOOL_FIXTURES to the shared fixtures directory")
+    return path
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        gz = path.with_name(path.name + ".gz")
+        path = gz
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def expected_read(name: str) -> list[dict]:
+    return load_jsonl(fixture_dir(name) / "expected-read.jsonl")
+
+
+@pytest.fixture(scope="session")
+def extracted(tmp_path_factory):
+    """name -> a store extracted once per session; treat as read-only."""
+    root = tmp_path_factory.mktemp("fixtures")
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            target = root / name
+            target.mkdir()
+            with tarfile.open(fixture_dir(name) / "store.tar.gz") as tar:
+                tar.extractall(target, filter="tar")
+            cache[name] = target / "store"
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture
+def store_copy(extracted, tmp_path):
+    """name -> a private copy of a fixture store that the test may change."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(extracted(name), target, symlinks=True, copy_function=shutil.copy2)
+        return target
+
+    return copy
+
+
+class Result:
+    def __init__(self, code: int, out: str, err: str):
+        self.code = code
+        self.out = out
+        self.err = err
+
+    def json_lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run mqtool in-process; returns (exit code, stdout, stderr)."""
+
+    def run(*args) -> Result:
+        output.reset_consoles()
+        capsys.readouterr()
+        code = cli.run([str(a) for a in args])
+        captured = capsys.readouterr()
+        output.reset_consoles()
+        return Result(code, captured.out, captured.err)
+
+    return run
