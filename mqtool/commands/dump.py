@@ -116,7 +116,7 @@ def cli(target, kind, config_path, settings, as_json, topics, queues, offset_fro
                       since, until, limit)
     path = Path(target)
     body = None if no_body else (body_format or ("base64" if as_json else "text"))
-    ctx = {"json": as_json, "body": body, "crc": not no_crc, "progress": progress}
+    ctx = {"json": as_json, "body": body, "crc": not no_crc, "progress": progress, "slots": slots}
     if path.is_file():
         kind = kind or _infer_kind(path)
         problems = _dump_file(path, kind, config_path, settings, filters, ctx)
@@ -248,8 +248,6 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
                     problems += len(found)
                     counts["problems"] += len(found)
                 if filters.full():
-                    if found:
-                        continue
                     continue
                 if not (filters.time_ok(entry.store_timestamp)
                         and filters.queue_ok(entry.topic, entry.queue_id)
@@ -393,8 +391,6 @@ def _dump_index(path, slots, entries, filters, ctx, display) -> int:
                 f"{header.end_phy_offset}, times {storeinfo.iso(header.begin_timestamp)} .. "
                 f"{storeinfo.iso(header.end_timestamp)}" + (f"  [red]{size_note}[/red]" if size_note else ""),
                 highlight=False)
-        if slots_requested(ctx):
-            pass
         table = None if ctx["json"] else output.TableStream(None, [
             ("entry", {"justify": "right"}), ("keyHash", {"justify": "right"}),
             ("slot", {"justify": "right"}), ("commitlog offset", {"justify": "right"}),
@@ -420,17 +416,16 @@ def _dump_index(path, slots, entries, filters, ctx, display) -> int:
         if ctx.get("slots"):
             for number in range(slots):
                 value = ix.slot(number)
-                if value:
+                if not value:
+                    continue
+                if ctx["json"]:
                     output.emit_json({"type": "index_slot", "file": display(path), "slot": number,
-                                      "entry": value}) if ctx["json"] else \
-                        output.stdout().print(f"  slot {number} -> entry {value}", highlight=False)
+                                      "entry": value})
+                else:
+                    output.stdout().print(f"  slot {number} -> entry {value}", highlight=False)
     finally:
         ix.close()
     return problems
-
-
-def slots_requested(ctx) -> bool:
-    return bool(ctx.get("slots"))
 
 
 # ----------------------------------------------------------------- small files
