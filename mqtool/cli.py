@@ -25,7 +25,25 @@ BROKEN_PIPE = 141
 INTERNAL = 70
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _OutputClosed(Exception):
+    """stdout's reader went away; raised instead of BrokenPipeError so click does not
+    turn it into its own exit 1."""
+
+
+class MqtoolGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _OutputClosed() from None
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise _OutputClosed() from None
+            raise
+
+
+@click.group(cls=MqtoolGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="mqtool")
 def cli():
     """Administration and forensics for Apache RocketMQ message stores.
@@ -68,6 +86,8 @@ def run(argv=None) -> int:
         cli.main(args=argv, prog_name="mqtool", standalone_mode=False)
         sys.stdout.flush()
         return errors.OK
+    except SystemExit as exc:  # click exits by itself only for --help/--version paths
+        return exc.code if isinstance(exc.code, int) else errors.USAGE
     except errors.MqError as exc:
         return _fail(str(exc), exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -84,7 +104,7 @@ def run(argv=None) -> int:
         return exc.exit_code
     except (click.Abort, KeyboardInterrupt):
         return _fail("interrupted", INTERRUPTED)
-    except BrokenPipeError:
+    except (_OutputClosed, BrokenPipeError):
         _silence_broken_stdout()
         return BROKEN_PIPE
     except OSError as exc:

@@ -20,12 +20,18 @@ _stdout = None
 _stderr = None
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich would exit 1 here; let the CLI map a closed pipe like every other command."""
+        raise BrokenPipeError()
+
+
 def stdout() -> Console:
     global _stdout
     if _stdout is None:
-        console = Console(file=sys.stdout, soft_wrap=True)
+        console = _Console(file=sys.stdout, soft_wrap=True)
         if not console.is_terminal:  # piped: do not squeeze tables into 80 columns
-            console = Console(file=sys.stdout, soft_wrap=True, width=200)
+            console = _Console(file=sys.stdout, soft_wrap=True, width=200)
         _stdout = console
     return _stdout
 
@@ -33,7 +39,7 @@ def stdout() -> Console:
 def stderr() -> Console:
     global _stderr
     if _stderr is None:
-        _stderr = Console(file=sys.stderr, stderr=True)
+        _stderr = _Console(file=sys.stderr, stderr=True)
     return _stderr
 
 

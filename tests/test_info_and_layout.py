@@ -1,0 +1,251 @@
+"""info, store layout discovery (broker.conf paths, DLedger), lock detection, read-only promise."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ALL_FIXTURES, UNDAMAGED, expected_read
+
+
+def snapshot(root):
+    """Bytes, mtime and atime of every file and directory under root."""
+    state = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        st = os.stat(dirpath)
+        state[dirpath] = ("dir", st.st_mtime_ns, st.st_atime_ns)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.stat(path)
+            fd = os.open(path, os.O_RDONLY | os.O_NOATIME)  # the test itself must not touch atime
+            try:
+                digest = hashlib.sha256(os.read(fd, st.st_size + 1)).hexdigest()
+            finally:
+                os.close(fd)
+            state[path] = (digest, st.st_mtime_ns, st.st_atime_ns)
+    return state
+
+
+def age_times(root):
+    """Set every atime to 2 days before its mtime, so a kernel with relatime would update it on read."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for path in [dirpath] + [os.path.join(dirpath, n) for n in filenames]:
+            st = os.stat(path)
+            os.utime(path, ns=(st.st_mtime_ns - 2 * 86400 * 10**9, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("name", UNDAMAGED)
+def test_info_matches_broker_queues_and_offsets(name, extracted, run_cli):
+    result = run_cli("info", extracted(name), "--json")
+    assert result.code == 0, result.err
+    (info,) = result.json_lines()
+    lines = expected_read(name)
+    store = next(l for l in lines if l["type"] == "store")
+    pre = next(l for l in lines if l["type"] == "pre")
+    assert info["commitlog"]["minOffset"] == store["minPhyOffset"]
+    assert info["commitlog"]["maxOffset"] == store["maxPhyOffset"]
+    queues = {(q["topic"], q["queueId"]): q for q in info["queues"]}
+    broker = {(q["topic"], q["queueId"]): q for q in lines if q["type"] == "queue"}
+    assert set(queues) == set(broker)
+    for key, q in broker.items():
+        assert queues[key]["minOffset"] == q["minOffset"], key
+        assert queues[key]["maxOffset"] == q["maxOffset"], key
+    assert info["cleanShutdown"] == (not pre["abortFileExists"])
+    assert info["abort"]["exists"] == pre["abortFileExists"]
+    for field, value in pre["checkpoint"].items():
+        assert info["checkpoint"][field] == value
+    assert info["lock"]["held"] is False
+    assert info["format"] == ("5.x" if name == "basic5" else "4.x")
+
+
+def test_info_table_mentions_the_essentials(extracted, run_cli):
+    result = run_cli("info", extracted("crash"))
+    assert result.code == 0
+    assert "abort file present" in result.out
+    assert "44 files" in result.out or "45 files" in result.out
+    assert "OrderTopic" in result.out
+
+
+@pytest.mark.parametrize("command", [
+    ("info",), ("info", "--json"),
+    ("dump", "{store}", "commitlog"), ("dump", "{store}", "commitlog", "--json"),
+    ("dump", "{store}", "consumequeue", "--json"), ("dump", "{store}", "index"),
+    ("dump", "{store}", "checkpoint"), ("dump", "{store}", "config", "--json"),
+])
+def test_read_only_commands_change_no_byte_and_no_file_time(command, store_copy, run_cli):
+    store = store_copy("crash")
+    age_times(store)
+    before = snapshot(store)
+    args = [a.format(store=store) for a in command]
+    if args[0] == "info":
+        args.append(str(store))
+    result = run_cli(*args)
+    assert result.code == 0, result.err
+    assert snapshot(store) == before
+
+
+LOCK_HOLDER = textwrap.dedent("""
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)   # what FileChannel.tryLock(0, 1, false) takes
+    print("locked", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_info_reports_a_live_lock_holder(store_copy, run_cli):
+    store = store_copy("basic")
+    proc = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(store / "lock")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        result = run_cli("info", store, "--json")
+        (info,) = result.json_lines()
+        assert info["lock"]["held"] is True
+        assert info["lock"]["heldBy"] == proc.pid
+        table = run_cli("info", store)
+        assert f"held by pid {proc.pid}" in table.out
+    finally:
+        proc.kill()
+        proc.wait()
+    (info,) = run_cli("info", store, "--json").json_lines()
+    assert info["lock"]["held"] is False
+
+
+def test_broker_conf_with_several_and_readonly_commitlog_dirs(store_copy, tmp_path, run_cli):
+    store = store_copy("multifile")
+    # spread the commitlog over three directories, one of them read-only, as a broker may
+    dirs = [tmp_path / "cl-a", tmp_path / "cl-b", tmp_path / "cl-ro"]
+    for d in dirs:
+        d.mkdir()
+    files = sorted((store / "commitlog").iterdir())
+    for i, f in enumerate(files):
+        target = dirs[2] if i < 5 else dirs[i % 2]
+        shutil.move(str(f), target / f.name)
+    (store / "commitlog").rmdir()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(textwrap.dedent(f"""\
+        # a broker's config
+        brokerName = broker-a
+        storePathRootDir={store}
+        storePathCommitLog={dirs[0]},{dirs[1]}
+        readOnlyCommitLogStorePaths : {dirs[2]}
+        mappedFileSizeCommitLog=65536
+        mappedFileSizeConsumeQueue=6000
+        maxHashSlotNum=100
+        maxIndexNum=400
+        namesrvAddr=127.0.0.1:9876
+    """))
+    result = run_cli("dump", store, "commitlog", "--config", conf, "--json", "--no-body")
+    assert result.code == 0, result.err
+    lines = result.json_lines()
+    expected = [l for l in expected_read("multifile") if l["type"] == "commitlog_record"]
+    assert [l["commitLogOffset"] for l in lines if l["type"] == "message"] == [l["offset"] for l in expected]
+    (info,) = run_cli("info", store, "--config", conf, "--json").json_lines()
+    assert info["commitlog"]["files"] == len(files)
+    assert set(info["commitlog"]["dirs"]) == {str(d) for d in dirs}
+
+
+def test_broker_conf_bad_value_is_a_usage_error_naming_the_line(store_copy, tmp_path, run_cli):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=lots\n")
+    result = run_cli("info", store_copy("basic"), "--config", conf)
+    assert result.code == 2
+    assert "line 1" in result.err and "mappedFileSizeCommitLog" in result.err
+
+
+def test_dledger_store_is_refused(store_copy, run_cli):
+    store = store_copy("basic")
+    (store / "dledger-n0" / "data").mkdir(parents=True)
+    result = run_cli("info", store)
+    assert result.code == 4
+    assert "DLedger" in result.err
+    assert result.err.count("\n") == 1
+
+
+def test_dledger_enabled_in_conf_is_refused(store_copy, tmp_path, run_cli):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("enableDLegerCommitLog=true\n")
+    result = run_cli("dump", store_copy("basic"), "commitlog", "--config", conf)
+    assert result.code == 4 and "DLedger" in result.err
+
+
+@pytest.mark.parametrize("args,code", [
+    (("info", "/nonexistent/store"), 4),
+    (("dump", "/nonexistent/store", "commitlog"), 4),
+    (("dump", "/nonexistent/store"), 4),
+    (("info",), 2),
+    (("dump", "--bogus"), 2),
+    (("nosuchcommand",), 2),
+    (("--version",), 0),
+    (("--help",), 0),
+])
+def test_exit_codes(args, code, run_cli):
+    result = run_cli(*args)
+    assert result.code == code, (result.out, result.err)
+    assert "Traceback" not in result.err
+
+
+def test_not_a_store(tmp_path, run_cli):
+    (tmp_path / "notes.txt").write_text("hello")
+    result = run_cli("info", tmp_path)
+    assert result.code == 4
+    assert result.err.startswith("mqtool: ") and str(tmp_path) in result.err
+
+
+def test_single_file_dump_infers_the_kind(extracted, run_cli):
+    store = extracted("basic")
+    cl = run_cli("dump", store / "commitlog" / "00000000000000000000", "--json", "--no-body")
+    assert cl.code == 0
+    assert sum(1 for l in cl.json_lines() if l["type"] == "message") == 50
+    cq = run_cli("dump", store / "consumequeue" / "BasicTopic" / "1" / "00000000000000000000", "--json")
+    units = [l for l in cq.json_lines() if l["type"] == "cq_unit"]
+    assert len(units) == 13 and {u["topic"] for u in units} == {"BasicTopic"}
+    cp = run_cli("dump", store / "checkpoint", "--json")
+    assert cp.json_lines()[0]["type"] == "checkpoint"
+    index = next((store / "index").iterdir())
+    ix = run_cli("dump", index, "--json")
+    assert ix.json_lines()[0]["type"] == "index_header"
+
+
+def test_dump_filters(extracted, run_cli):
+    store = extracted("multifile")
+    lines = run_cli("dump", store, "commitlog", "--json", "--no-body", "--topic", "PaymentTopic",
+                    "--queue", "2", "--limit", "7").json_lines()
+    messages = [l for l in lines if l["type"] == "message"]
+    assert len(messages) == 7
+    assert {(m["topic"], m["queueId"]) for m in messages} == {("PaymentTopic", 2)}
+    assert [m["queueOffset"] for m in messages] == list(range(7))
+    window = run_cli("dump", store, "commitlog", "--json", "--no-body", "--offset-from", "65536",
+                     "--offset-to", "131072").json_lines()
+    offsets = [l["commitLogOffset"] for l in window if l["type"] == "message"]
+    expected = [l["offset"] for l in expected_read("multifile")
+                if l["type"] == "commitlog_record" and 65536 <= l["offset"] < 131072]
+    assert offsets == expected
+    cq = run_cli("dump", store, "consumequeue", "--json", "--topic", "AuditTopic",
+                 "--queue-offset-from", "298", "--queue-offset-to", "302").json_lines()
+    assert [u["offset"] for u in cq if u["type"] == "cq_unit"] == [298, 299, 300, 301]
+
+
+def test_python_dash_m(extracted):
+    proc = subprocess.run([sys.executable, "-m", "mqtool", "info", str(extracted("basic")), "--json"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and '"type":"info"' in proc.stdout
+
+
+@pytest.mark.parametrize("args", [("dump", "{store}", "commitlog"), ("dump", "{store}", "commitlog", "--json"),
+                                  ("info", "{store}")])
+def test_closed_pipe_is_quiet_and_exits_141(args, extracted):
+    mqtool = os.path.join(os.path.dirname(sys.executable), "mqtool")
+    store = extracted("multifile")
+    command = " ".join([mqtool] + [a.format(store=store) for a in args])
+    proc = subprocess.run(["bash", "-c", f"{command} | head -1; echo \"status=${{PIPESTATUS[0]}}\" >&2"],
+                          capture_output=True, text=True)
+    assert len(proc.stdout.splitlines()) == 1
+    assert proc.stderr.strip() == "status=141"
