@@ -16,9 +16,9 @@ import sys
 import click
 
 from mqtool import __version__, errors
-from mqtool.commands import dump, info
+from mqtool.commands import append, dump, info
 
-COMMANDS = [info.cli, dump.cli]
+COMMANDS = [info.cli, dump.cli, append.cli]
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141

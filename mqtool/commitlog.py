@@ -10,8 +10,11 @@ in `record_problems`, shared by dump, verify-crc and recovery.
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, field
 
+from mqtool import fsutil
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
@@ -71,10 +74,54 @@ def record_problems(record: Record, check_crc: bool = True) -> list[tuple[str, s
     return found
 
 
-def _first_nonzero(buf, start: int, end: int) -> int:
-    """The position of the first non-zero byte of buf[start:end], or -1."""
+def _next_data(mf: MappedFile, pos: int) -> int:
+    """The first position >= pos of mf's file that may hold data.
+
+    The file system knows the holes of a sparse file (the never-written tail of a
+    preallocated commitlog file), and holes read as zeros.  Answers the file size
+    when only holes follow, and pos itself when the file system cannot tell.
+    """
+    if not hasattr(os, "SEEK_DATA"):
+        return pos
+    try:
+        fd = fsutil.open_read(mf.path)
+    except OSError:
+        return pos
+    try:
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as exc:
+        return mf.file_size if exc.errno == errno.ENXIO else pos
+    finally:
+        os.close(fd)
+
+
+def _file_head(mf: MappedFile, size: int) -> bytes:
+    """The file's first bytes, read with pread, not through the mapping: a touched
+    mapping keeps a whole folio (up to megabytes) of every file resident until the
+    walk gets there, so memory would grow with the number of files."""
+    try:
+        fd = fsutil.open_read(mf.path)
+    except OSError:
+        return bytes(mf.buf[:size])
+    try:
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+
+
+def _first_nonzero(buf, start: int, end: int, mf: MappedFile | None = None) -> int:
+    """The position of the first non-zero byte of buf[start:end], or -1.
+
+    With mf (the file buf maps) holes are skipped unread and the pages the scan
+    has passed are dropped, so a long zero tail costs neither time nor memory.
+    """
     pos = start
     while pos < end:
+        if mf is not None:
+            pos = max(pos, _next_data(mf, pos))
+            mf.drop_pages_before(pos)
+            if pos >= end:
+                break
         stop = min(end, pos + _ZERO_CHUNK)
         chunk = buf[pos:stop]
         if chunk.count(0) != len(chunk):
@@ -93,6 +140,19 @@ def _last_nonzero(buf, start: int, end: int) -> int:
             return begin + len(stripped) - 1
         pos = begin
     return -1
+
+
+def _entry_after_zeros(buf, first: int, bad: int, limit: int, base: int) -> int:
+    """Where the entry whose first non-zero byte is buf[bad] starts: the first position in
+    [first, bad) holding a structurally valid record or BLANK, else bad itself."""
+    for candidate in range(first, bad):
+        try:
+            entry = fmt.decode_entry(buf, candidate, limit, base)
+        except RecordError:
+            continue
+        if isinstance(entry, (Record, Blank)):
+            return candidate
+    return bad
 
 
 def resync(buf, start: int, limit: int, base: int, check_crc: bool = True) -> int:
@@ -119,11 +179,12 @@ def resync(buf, start: int, limit: int, base: int, check_crc: bool = True) -> in
 
 
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
-              display_path: str | None = None):
+              display_path: str | None = None, resync_after_damage: bool = True):
     """Yield the entries of one commitlog file from byte `start` on.
 
     Yields Record, Blank, Problem and finally EndOfData when the written data
-    ends inside this file.
+    ends inside this file.  Without resync_after_damage the walk ends at the
+    first damaged entry (what a broker's recovery does).
     """
     buf = mf.buf
     limit = mf.file_size
@@ -142,10 +203,11 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
             pos += entry.total_size
             continue
         if isinstance(entry, Blank):
+            mf.drop_pages_before(limit)  # the file is done: keep none of it resident
             yield entry
             return
         if entry is fmt.END_OF_DATA:
-            bad = _first_nonzero(buf, pos, limit)
+            bad = _first_nonzero(buf, pos, limit, mf)
             if bad < 0:
                 if not is_last:
                     yield Problem("missing-blank", path, pos, base + pos,
@@ -153,15 +215,20 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                 yield EndOfData(base + pos, path)
                 mf.drop_pages_before(limit)
                 return
-            # zeros, then more bytes: report the zero gap only if data follows it
-            if bad > pos:
+            # zeros, then more bytes: report the zero gap only if data follows it.  The next
+            # entry may begin up to 3 bytes before `bad` (its totalSize starts with zero bytes).
+            nxt = _entry_after_zeros(buf, max(pos, bad - 3), bad, limit, base)
+            if nxt > pos:
                 yield Problem("zero-gap", path, pos, base + pos,
-                              f"{bad - pos} zero bytes where a record was expected; data follows",
-                              skipped=bad - pos)
-            pos = bad
+                              f"{nxt - pos} zero bytes where a record was expected; data follows",
+                              skipped=nxt - pos)
+            pos = nxt
             continue
         # a damaged entry: report it, then look for the next valid record
         err = entry
+        if not resync_after_damage:
+            yield Problem(err.kind, path, pos, base + pos, err.reason)
+            return
         nxt = resync(buf, pos + 1, limit, base, check_crc)
         if nxt < 0:
             last = _last_nonzero(buf, pos, limit)
@@ -169,13 +236,14 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
             yield Problem(err.kind, path, pos, base + pos,
                           f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
                           skipped=damaged_end - pos)
-            if _first_nonzero(buf, damaged_end, limit) < 0:
+            if _first_nonzero(buf, damaged_end, limit, mf) < 0:
                 yield EndOfData(base + pos, path)
             return
         yield Problem(err.kind, path, pos, base + pos,
                       f"{err.reason}; skipped {nxt - pos} bytes to the next valid record at "
                       f"{base + nxt}", skipped=nxt - pos)
         pos = nxt
+    mf.drop_pages_before(limit)
     if pos >= limit and not is_last:
         yield Problem("missing-blank", path, limit, base + limit,
                       "the file is full but does not end with a BLANK record")
@@ -196,7 +264,8 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
     files = queue.files
     # Files after the last one that starts with data are pre-allocated and empty (a broker
     # creates the next file ahead of time): the data legitimately ends before them.
-    last_data = max((i for i, mf in enumerate(files) if any(mf.buf[:8])), default=len(files) - 1)
+    last_data = max((i for i, mf in enumerate(files) if any(_file_head(mf, 8))),
+                    default=len(files) - 1)
     ended = False
     for i, mf in enumerate(files):
         if end is not None and mf.file_from_offset >= end:

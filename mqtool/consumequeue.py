@@ -28,13 +28,72 @@ class Unit:
 
 class ConsumeQueue:
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, *,
-                 writable: bool = False, strict: bool = False):
+                 writable: bool = False, strict: bool = False, on_create=None):
         self.topic = topic
         self.queue_id = queue_id
         self.directory = Path(directory)
         self.file_size = file_size
         paths = [self.directory / name for name in sorted(_names(self.directory))]
-        self.files = MappedFileQueue(paths, file_size, writable=writable, strict=strict)
+        self.files = MappedFileQueue(paths, file_size, writable=writable, strict=strict,
+                                     directories=[self.directory], on_create=on_create)
+        self.max_physic_offset = -1   # end of the last dispatched record (offset + size)
+        self.min_logic_offset = 0
+
+    # ---------------------------------------------------------------- writing
+    def put(self, commitlog_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """ConsumeQueue.putMessagePositionInfo: append one unit at queue_offset.
+
+        A record already dispatched (offset + size <= max_physic_offset) is
+        skipped, as is a unit below the write position.  The first file of a
+        queue that starts above 0 is filled up to queue_offset with blank units
+        (0, Integer.MAX_VALUE, 0), as fillPreBlank does.
+        """
+        if commitlog_offset + size <= self.max_physic_offset:
+            return True
+        expect = queue_offset * UNIT_SIZE
+        mf = self.files.get_last_mapped_file(expect)
+        if mf is None:
+            return False
+        if mf.first_create_in_queue and queue_offset != 0 and mf.wrote_position == 0:
+            self.min_logic_offset = expect
+            self.files.set_where(expect)
+            blank = UNIT_STRUCT.pack(0, 0x7FFFFFFF, 0)
+            for _ in range(0, expect % self.files.file_size, UNIT_SIZE):
+                mf.append(blank)
+        if queue_offset != 0 and expect < mf.file_from_offset + mf.wrote_position:
+            return True  # built before
+        self.max_physic_offset = commitlog_offset + size
+        return mf.append(UNIT_STRUCT.pack(commitlog_offset, size, tags_code))
+
+    def put_many(self, units) -> bool:
+        """put() for (commitlog offset, size, tagsCode, queue offset) units in order, with
+        one write per file instead of one per unit (the append path's batches)."""
+        pack = UNIT_STRUCT.pack
+        pending: list[bytes] = []
+        mf = None
+        for offset, size, tags, queue_offset in units:
+            if offset + size <= self.max_physic_offset:
+                continue
+            if mf is None or mf.wrote_position + (len(pending) + 1) * UNIT_SIZE > mf.file_size \
+                    or mf.first_create_in_queue and mf.wrote_position == 0 and queue_offset != 0:
+                if pending:
+                    mf.append(b"".join(pending))
+                    pending = []
+                if not self.put(offset, size, tags, queue_offset):
+                    return False
+                mf = self.files.last_file
+                continue
+            if queue_offset != 0 and queue_offset * UNIT_SIZE < \
+                    mf.file_from_offset + mf.wrote_position + len(pending) * UNIT_SIZE:
+                continue  # built before
+            self.max_physic_offset = offset + size
+            pending.append(pack(offset, size, tags))
+        if pending:
+            mf.append(b"".join(pending))
+        return True
+
+    def flush(self, least_pages: int) -> bool:
+        return self.files.flush(least_pages)
 
     # ---------------------------------------------------------------- reading
     def units(self, start_queue_offset: int = 0, end_queue_offset: int | None = None,
@@ -65,9 +124,10 @@ class ConsumeQueue:
 
     @staticmethod
     def _written_end(mf) -> int:
-        """Bytes up to and including the last unit that is not all zeros."""
+        """Bytes up to and including the last whole unit that is not all zeros (a partial
+        unit at the end of a cut-short file is left out; the load reports the file's size)."""
         data = mf.buf
-        end = len(data)
+        end = len(data) - len(data) % UNIT_SIZE
         # strip trailing zero units quickly, a megabyte at a time
         step = 1 << 20
         while end > 0:

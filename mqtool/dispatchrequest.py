@@ -9,12 +9,16 @@ for SCHEDULE_TOPIC_XXXX records, whose tagsCode is the delivery time
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from mqtool.formats import properties as props
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Record
-from mqtool.formats.javastr import tags_code
+from mqtool.formats.javastr import tags_code as _tags_code
+
+# Few distinct tags, hashed by a per-character loop: hash each once.
+tags_code = functools.lru_cache(maxsize=4096)(_tags_code)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -59,9 +63,12 @@ def delivery_time(level: int, store_timestamp: int, delay_levels_ms: list[int]) 
     return store_timestamp + delay_levels_ms[level - 1]
 
 
-def from_record(record: Record, delay_levels_ms: list[int]) -> DispatchRequest:
+def from_record(record: Record, delay_levels_ms: list[int],
+                properties: dict[str, str] | None = None) -> DispatchRequest:
+    """properties: the record's decoded properties, when the caller has them already."""
     topic = record.topic
-    properties = record.properties if record.properties_bytes else {}
+    if properties is None:
+        properties = record.properties if record.properties_bytes else {}
     tags = properties.get(props.TAGS)
     code = tags_code(tags)
     level_text = properties.get(props.DELAY)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from mqtool import fsutil
 from mqtool.errors import NotAStoreError
 from mqtool.formats import index as fmt
 from mqtool.formats.javastr import index_key_hash
+
+_I32 = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -47,25 +50,48 @@ class Entry:
 class IndexFile:
     """One index file, mapped read-only (the engine maps it writable)."""
 
-    def __init__(self, path, hash_slot_num: int, index_num: int, *, writable: bool = False):
+    def __init__(self, path, hash_slot_num: int, index_num: int, *, writable: bool = False,
+                 create: bool = False):
         self.path = Path(path)
         self.name = self.path.name
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.expected_size = fmt.file_size(hash_slot_num, index_num)
+        self.writable = writable or create
+        self._fd = -1
         try:
-            fd = os.open(self.path, os.O_RDWR) if writable else fsutil.open_read(self.path)
+            if create:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                os.ftruncate(fd, self.expected_size)
+            elif self.writable:
+                fd = os.open(self.path, os.O_RDWR)
+            else:
+                fd = fsutil.open_read(self.path)
         except OSError as exc:
             raise NotAStoreError(f"cannot open: {exc.strerror}", path=self.path) from None
+        keep = False
         try:
             self.size = os.fstat(fd).st_size
             if self.size < fmt.HEADER_SIZE:
                 raise NotAStoreError(f"index file of {self.size} bytes is shorter than its "
                                      f"{fmt.HEADER_SIZE}-byte header", path=self.path, offset=0)
-            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            if self.writable and self.size != self.expected_size:
+                raise NotAStoreError(f"index file is {self.size} bytes, expected {self.expected_size}",
+                                     path=self.path)
+            access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
             self.buf = mmap.mmap(fd, self.size, access=access)
+            if self.writable:
+                self._fd = fd
+                keep = True
         finally:
-            os.close(fd)
+            if not keep:
+                os.close(fd)
+        # the header as IndexHeader keeps it: indexCount starts at 1 (entry 0 is never used)
+        h = self.header()
+        self.begin_timestamp, self.end_timestamp = h.begin_timestamp, h.end_timestamp
+        self.begin_phy_offset, self.end_phy_offset = h.begin_phy_offset, h.end_phy_offset
+        self.hash_slot_count = h.hash_slot_count
+        self.index_count = h.index_count if h.index_count > 0 else 1
 
     @property
     def size_ok(self) -> bool:
@@ -126,11 +152,74 @@ class IndexFile:
                 or (h.begin_timestamp <= begin <= h.end_timestamp)
                 or (h.begin_timestamp <= end <= h.end_timestamp))
 
+    # ------------------------------------------------------------------ writing
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def start_after(self, end_phy_offset: int, end_timestamp: int) -> None:
+        """A new file continues where the full one ended (IndexFile's constructor)."""
+        if end_phy_offset > 0:
+            self.begin_phy_offset = self.end_phy_offset = end_phy_offset
+            self._write_header()
+        if end_timestamp > 0:
+            self.begin_timestamp = self.end_timestamp = end_timestamp
+            self._write_header()
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int, key_hash: int | None = None,
+                write_header: bool = True) -> bool:
+        """IndexFile.putKey: add one entry at the head of its slot's chain; False when full.
+
+        Batches pass write_header=False and call write_header() once at the end."""
+        if self.index_count >= self.index_num:
+            return False
+        if key_hash is None:
+            key_hash = index_key_hash(key)
+        slot_pos = fmt.slot_position(key_hash % self.hash_slot_num)
+        buf = self.buf
+        (slot_value,) = _I32.unpack_from(buf, slot_pos)
+        if slot_value <= fmt.INVALID_INDEX or slot_value > self.index_count:
+            slot_value = fmt.INVALID_INDEX
+        # seconds since the file's first entry, clamped to 0 .. Integer.MAX_VALUE
+        time_diff = 0
+        if self.begin_timestamp > 0:
+            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), 0x7FFFFFFF)
+        pos = fmt.entry_position(self.hash_slot_num, self.index_count)
+        fmt.ENTRY_STRUCT.pack_into(buf, pos, key_hash, phy_offset, time_diff, slot_value)
+        _I32.pack_into(buf, slot_pos, self.index_count)
+        if self.index_count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == fmt.INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        if write_header:
+            self._write_header()
+        return True
+
+    def write_header(self) -> None:
+        self._write_header()
+
+    def _write_header(self) -> None:
+        fmt.HEADER_STRUCT.pack_into(self.buf, 0, self.begin_timestamp, self.end_timestamp,
+                                    self.begin_phy_offset, self.end_phy_offset,
+                                    self.hash_slot_count, self.index_count)
+
+    def flush(self) -> None:
+        """IndexFile.flush: write the header and force the file to disk."""
+        if self.writable:
+            self._write_header()
+            os.fdatasync(self._fd)
+
     def close(self) -> None:
         try:
             self.buf.close()
         except BufferError:
             pass
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def open_all(layout):

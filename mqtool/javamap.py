@@ -28,9 +28,11 @@ order and sets ``exact`` to False so a caller can tell.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, Iterator
 
 from .formats.javastr import java_hash
+from .formats.properties import encode_properties
 
 DEFAULT_INITIAL_CAPACITY = 16
 MAXIMUM_CAPACITY = 1 << 30
@@ -39,8 +41,11 @@ TREEIFY_THRESHOLD = 8
 MIN_TREEIFY_CAPACITY = 64
 
 
+@lru_cache(maxsize=8192)
 def spread(key: str) -> int:
-    """HashMap.hash(key): the String hashCode with its high half folded in, as unsigned 32 bits."""
+    """HashMap.hash(key): the String hashCode with its high half folded in, as unsigned 32 bits.
+
+    Cached: map keys are property names, a small set that repeats on every message."""
     h = java_hash(key) & 0xFFFFFFFF
     return h ^ (h >> 16)
 
@@ -176,17 +181,29 @@ class JavaHashMap:
         return f"JavaHashMap({self.items()!r})"
 
 
-def properties_to_string(pairs, *, trailing_separator: bool = False) -> str:
-    """MessageDecoder.messageProperties2String over a map (or pairs) in its iteration order.
+@lru_cache(maxsize=4096)
+def java_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The iteration order of a default HashMap into which these keys were put in this order.
 
-    None values are skipped; 4.x drops the final 0x02, 5.x keeps it.
+    A plain dict with the same insertion order models the map exactly (a removed and
+    re-put key goes to the end of both, and of its bucket), so dicts of properties can
+    be serialised in Java's order with this cached lookup instead of a JavaHashMap."""
+    table = JavaHashMap()
+    for name in names:
+        table.put(name, "")
+    return tuple(table.keys())
+
+
+def properties_to_string(pairs, *, trailing_separator: bool = False) -> str:
+    """MessageDecoder.messageProperties2String over a map in its Java iteration order.
+
+    A JavaHashMap (or a list of pairs) is taken in its own order; a dict is taken
+    in the order a HashMap with the same insertions would have.  None values are
+    skipped; 4.x drops the final 0x02, 5.x keeps it.
     """
-    items = pairs.items() if hasattr(pairs, "items") else pairs
-    parts = [f"{k}\x01{v}\x02" for k, v in items if v is not None]
-    text = "".join(parts)
-    if not trailing_separator:
-        text = text[:-1]
-    return text
+    if isinstance(pairs, dict):
+        pairs = [(name, pairs[name]) for name in java_order(tuple(pairs))]
+    return encode_properties(pairs, trailing_separator=trailing_separator)
 
 
 def string_to_properties(text: str | None, initial_capacity: int | None = None) -> JavaHashMap:

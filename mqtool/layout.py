@@ -118,7 +118,10 @@ class StoreLayout:
         config = self.config
         if self.config_given:
             return config.maxHashSlotNum, config.maxIndexNum
-        files = [f for f in self.index_files() if is_index_name(f.name)]
+        # a file shorter than the header says nothing about the geometry (it is reported
+        # as damaged when it is read)
+        files = [f for f in self.index_files()
+                 if is_index_name(f.name) and f.size >= index_format.HEADER_SIZE]
         default = (config.maxHashSlotNum, config.maxIndexNum)
         if not files:
             return default

@@ -25,6 +25,7 @@ from mqtool.errors import NotAStoreError
 from mqtool.formats.filenames import is_offset_name, name_to_offset
 
 PAGE_SIZE = mmap.PAGESIZE
+OS_PAGE_SIZE = 4096  # MappedFile.OS_PAGE_SIZE: the unit of flush/commit least pages
 DONTNEED_STEP = 64 * 1024 * 1024
 
 
@@ -85,12 +86,22 @@ class ReferenceResource:
 
 
 class MappedFile(ReferenceResource):
-    """One file of a mapped-file queue."""
+    """One file of a mapped-file queue.
 
-    def __init__(self, path, file_size: int, *, writable: bool = False, strict: bool = True):
+    Writers append at wrote_position.  With a write buffer (the transient
+    store pool) appends land in the buffer, commit() copies them into the
+    file with pwrite, and only committed bytes are visible to readers;
+    without one, appends go straight into the mapping.  flush() makes what is
+    readable durable with fdatasync, which on Linux also writes back pages
+    dirtied through the mapping.
+    """
+
+    def __init__(self, path, file_size: int, *, writable: bool = False, strict: bool = True,
+                 create: bool = False, write_buffer=None):
         """strict: refuse a file whose length is not file_size, as a broker's load does.
         Forensic readers pass strict=False: the file is mapped at its real length and
-        `size_mismatch` records what was expected."""
+        `size_mismatch` records what was expected.  create: make a new, zero-filled
+        (sparse) file of file_size bytes, as a broker does when it rolls."""
         super().__init__()
         self.strict = strict
         self.expected_size = file_size
@@ -101,22 +112,30 @@ class MappedFile(ReferenceResource):
             raise NotAStoreError("file name is not a 20-digit offset", path=self.path)
         self.file_from_offset = name_to_offset(self.file_name)
         self.file_size = file_size
-        self.writable = writable
+        self.writable = writable or create
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # the last message's store time (for reclaim and recovery)
+        self.first_create_in_queue = False
+        self.write_buffer = write_buffer
         self._dropped_until = 0
-        self.buf = self._map()
+        self._fd = -1
+        self._flush_lock = threading.Lock()
+        self.buf = self._map(create)
 
-    def _map(self):
+    def _map(self, create: bool):
         try:
-            if self.writable:
+            if create:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                os.ftruncate(fd, self.file_size)
+            elif self.writable:
                 fd = os.open(self.path, os.O_RDWR)
             else:
                 fd = fsutil.open_read(self.path)
         except OSError as exc:
             raise NotAStoreError(f"cannot open: {exc.strerror}", path=self.path) from None
+        keep = False
         try:
             actual = os.fstat(fd).st_size
             if actual != self.file_size:
@@ -128,14 +147,23 @@ class MappedFile(ReferenceResource):
             if actual == 0:
                 return b""
             access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-            return mmap.mmap(fd, actual, access=access)
+            mapped = mmap.mmap(fd, actual, access=access)
+            if self.writable:
+                self._fd = fd  # kept for fdatasync and pwrite
+                keep = True
+            return mapped
         finally:
-            os.close(fd)
+            if not keep:
+                os.close(fd)
 
     # ------------------------------------------------------------------ reading
     @property
     def file_end_offset(self) -> int:
         return self.file_from_offset + self.file_size
+
+    def read_position(self) -> int:
+        """How far readers may read: committed bytes with a write buffer, else written ones."""
+        return self.committed_position if self.write_buffer is not None else self.wrote_position
 
     def advise_sequential(self) -> None:
         if isinstance(self.buf, mmap.mmap) and hasattr(mmap, "MADV_SEQUENTIAL"):
@@ -155,15 +183,93 @@ class MappedFile(ReferenceResource):
                 self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
 
+    # ------------------------------------------------------------------ writing
+    def is_full(self) -> bool:
+        return self.wrote_position == self.file_size
+
+    def space_left(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def append(self, data) -> bool:
+        """appendMessage(byte[]): write data at the write position if it fits."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            return False
+        target = self.write_buffer if self.write_buffer is not None else self.buf
+        target[pos:end] = data
+        self.wrote_position = end
+        return True
+
+    def write_at(self, pos: int, data) -> None:
+        """Overwrite bytes below the write position (index headers and slots)."""
+        target = self.write_buffer if self.write_buffer is not None else self.buf
+        target[pos:pos + len(data)] = data
+
+    def commit(self, least_pages: int) -> int:
+        """Copy appended bytes from the write buffer into the file (transient store pool)."""
+        if self.write_buffer is None:
+            return self.wrote_position  # nothing to commit: appends went to the mapping
+        wrote, committed = self.wrote_position, self.committed_position
+        if wrote > committed and (self.is_full() or (
+                wrote // OS_PAGE_SIZE - committed // OS_PAGE_SIZE >= least_pages if least_pages > 0
+                else True)):
+            if self.hold():
+                try:
+                    os.pwrite(self._fd, memoryview(self.write_buffer)[committed:wrote], committed)
+                    self.committed_position = wrote
+                finally:
+                    self.release()
+        return self.committed_position
+
+    def flush(self, least_pages: int) -> int:
+        """Make readable bytes durable once at least least_pages pages are waiting (0: any)."""
+        with self._flush_lock:
+            ready = self.read_position()
+            done = self.flushed_position
+            able = ready > done and (self.is_full() or least_pages <= 0
+                                     or ready // OS_PAGE_SIZE - done // OS_PAGE_SIZE >= least_pages)
+            if able and self.hold():
+                try:
+                    os.fdatasync(self._fd)
+                    self.flushed_position = ready
+                finally:
+                    self.release()
+            return self.flushed_position
+
+    def set_positions(self, position: int) -> None:
+        """Recovery: everything up to position is written, committed and flushed."""
+        self.wrote_position = self.committed_position = self.flushed_position = position
+
+    def zero_from(self, position: int) -> None:
+        """Zero-fill [position, end): how a cut keeps the file at its mapped size."""
+        if position < self.file_size:
+            self.buf[position:self.file_size] = bytes(self.file_size - position)
+
+    def destroy(self, interval_forcibly_ms: int = 0, now_ms: int | None = None) -> bool:
+        """Shut down and delete the file once no reader holds it; False while one does."""
+        self.shutdown(interval_forcibly_ms, now_ms)
+        if not self.is_cleanup_over():
+            return False
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        return True
+
+    # ---------------------------------------------------------------- lifetime
     def cleanup(self) -> None:
         if isinstance(self.buf, mmap.mmap):
             try:
                 self.buf.close()
             except BufferError:  # a memoryview still points into it; the GC will unmap
                 pass
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def close(self) -> None:
-        """Unmap now (read-only users that know no one else holds the file)."""
+        """Unmap now (users that know no one else holds the file)."""
         self.shutdown(0)
 
     def __repr__(self) -> str:

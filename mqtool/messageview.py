@@ -9,15 +9,21 @@ stored and, in bodyDecompressed, unpacked with the codec the sysFlag names.
 from __future__ import annotations
 
 import base64
+import functools
 import zlib
 
 from mqtool.formats import properties as props
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V2, Record
+from mqtool.formats.hosts import format_host
 from mqtool.formats.msgid import encode_offset_msgid
 
 BODY_FORMATS = ("text", "hex", "base64")
 MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+# A store holds few distinct hosts and sysFlags: format each once, not once per record.
+_host_text = functools.lru_cache(maxsize=1024)(format_host)
+_sys_flag_text = functools.lru_cache(maxsize=1024)(sysflag.describe)
 
 
 def render_body(body: bytes, how: str) -> str:
@@ -65,11 +71,11 @@ def message_fields(record: Record, *, body: str | None = "base64") -> dict:
         "bodyCRCRecomputed": record.computed_body_crc(),
         "flag": record.flag,
         "sysFlag": record.sys_flag,
-        "sysFlagText": sysflag.describe(record.sys_flag),
+        "sysFlagText": _sys_flag_text(record.sys_flag),
         "bornTimestamp": record.born_timestamp,
-        "bornHost": record.born_host,
+        "bornHost": _host_text(record.born_address, record.born_port),
         "storeTimestamp": record.store_timestamp,
-        "storeHost": record.store_host,
+        "storeHost": _host_text(record.store_address, record.store_port),
         "reconsumeTimes": record.reconsume_times,
         "preparedTransactionOffset": record.prepared_transaction_offset,
         "tags": properties.get(props.TAGS),

@@ -32,11 +32,15 @@ def read_config_json(path):
         text = fsutil.read_small(path, 256 << 20).decode("utf-8")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise NotAStoreError(f"cannot read config file: {exc}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise NotAStoreError(f"not UTF-8: {exc.reason}", path=path, offset=exc.start) from None
     if not text.strip():
         return None
     try:
         return configjson.loads(text)
     except configjson.ConfigJsonError as exc:
-        raise NotAStoreError(f"not fastjson: {exc}", path=path, offset=exc.offset) from None
+        # the parser counts characters; report the byte offset in the file
+        offset = len(text[:exc.offset].encode("utf-8"))
+        raise NotAStoreError(f"not fastjson: {exc.reason}", path=path, offset=offset) from None

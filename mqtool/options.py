@@ -69,3 +69,31 @@ def parse_time(text: str | None, what: str) -> int | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
+
+
+def store_config_for_write(store: str, config_path: str | None, settings):
+    """The StoreConfig a command that writes uses: the broker.conf and --set values, with
+    file sizes and the store format read off an existing store when not given, so that
+    mqtool never writes files of another size than the store already has."""
+    overrides = parse_settings(settings)
+    config = config_for_store(store, config_path, overrides)
+    root = config.root
+    if not root.exists() or not any(root.iterdir()):
+        return config
+    layout = discover(config, config_given=False, must_exist=True)
+    given = set(overrides)
+    if config_path:
+        from mqtool.config import parse_properties
+        from pathlib import Path
+
+        given |= {key for _, key, _ in parse_properties(Path(config_path).read_text(encoding="utf-8"))}
+    changes = {}
+    if "mappedFileSizeCommitLog" not in given and layout.commitlog_files():
+        changes["mappedFileSizeCommitLog"] = layout.commitlog_file_size()
+    if "mappedFileSizeConsumeQueue" not in given and layout.consume_queues():
+        changes["mappedFileSizeConsumeQueue"] = layout.consume_queue_file_size()
+    if not given & {"maxHashSlotNum", "maxIndexNum"} and layout.index_files():
+        changes["maxHashSlotNum"], changes["maxIndexNum"] = layout.index_geometry()
+    if "storeFormat" not in given and ((root / "abort.bak").exists() or (root / "compaction").is_dir()):
+        changes["storeFormat"] = "5"
+    return config.replace(**changes) if changes else config

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                            TransferSpeedColumn)
 from rich.table import Table
+from rich.text import Text
 
 _stdout = None
 _stderr = None
@@ -49,8 +50,11 @@ def reset_consoles() -> None:
     _stdout = _stderr = None
 
 
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # made once, not per line
+
+
 def emit_json(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.write(_encode_json(obj) + "\n")
 
 
 def note(message: str) -> None:
@@ -69,7 +73,8 @@ class TableStream:
         self.pages = 0
 
     def add(self, *cells) -> None:
-        self.rows.append(["" if c is None else str(c) for c in cells])
+        # cells are data (topics, keys, messages): plain text, never rich markup
+        self.rows.append([Text("" if c is None else str(c)) for c in cells])
         if len(self.rows) >= self.page:
             self.flush()
 

@@ -16,7 +16,10 @@ from mqtool.indexfile import IndexFile
 def iso(millis: int | None) -> str | None:
     if not millis:
         return None
-    return datetime.fromtimestamp(millis / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    try:
+        return datetime.fromtimestamp(millis / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, ValueError, OSError):  # a damaged field: no date to show
+        return None
 
 
 def commitlog_extent(layout, queue=None) -> dict:
@@ -122,7 +125,11 @@ def gather(layout) -> dict:
         info["abort"]["pid"] = markers.parse_abort(fsutil.read_small(layout.abort_path, 64))
     info["cleanShutdown"] = not abort_exists
     holder = layout.is_locked()
-    info["lock"] = {"exists": layout.lock_path.exists(), "heldBy": holder, "held": holder is not None}
+    if holder is not None and holder <= 0:
+        # an open-file-description lock (mqtool) names no pid; the abort file does
+        holder = info["abort"].get("pid") or holder
+    info["lock"] = {"exists": layout.lock_path.exists(), "heldBy": holder if holder and holder > 0 else None,
+                    "held": holder is not None}
     configs = {}
     for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
         path = layout.config_dir / name

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from rich.markup import escape
+
 from mqtool import commitlog, consumequeue, dispatchrequest, metafiles, options, output, storeinfo
 from mqtool.commitlog import EndOfData, Problem
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
@@ -23,6 +25,7 @@ from mqtool.messageview import BODY_FORMATS, message_fields
 
 KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
 BODY_CUT = 48
+PROGRESS_STEP = 1 << 20  # bytes of commitlog between progress-bar updates
 
 
 class Filters:
@@ -116,7 +119,8 @@ def cli(target, kind, config_path, settings, as_json, topics, queues, offset_fro
                       since, until, limit)
     path = Path(target)
     body = None if no_body else (body_format or ("base64" if as_json else "text"))
-    ctx = {"json": as_json, "body": body, "crc": not no_crc, "progress": progress, "slots": slots}
+    ctx = {"json": as_json, "body": body, "crc": not no_crc, "progress": progress, "slots": slots,
+           "first_problem": None}
     if path.is_file():
         kind = kind or _infer_kind(path)
         problems = _dump_file(path, kind, config_path, settings, filters, ctx)
@@ -128,7 +132,16 @@ def cli(target, kind, config_path, settings, as_json, topics, queues, offset_fro
         layout = options.open_layout(target, config_path, settings)
         problems = _dump_store(layout, kind, filters, ctx)
     if problems:
-        raise ProblemsFound(f"{problems} problem(s) found; see the entries marked above")
+        where, offset, what = ctx["first_problem"] or (None, None, None)
+        first = f"{what} ({problems} problem(s) found; see the entries marked above)" if what else \
+            f"{problems} problem(s) found; see the entries marked above"
+        raise ProblemsFound(first, path=where, offset=offset)
+
+
+def _first_problem(ctx, path, offset, kind) -> None:
+    """Remember where the first problem is: the error line on stderr names it."""
+    if ctx["first_problem"] is None:
+        ctx["first_problem"] = (str(path), offset, kind)
 
 
 def _dump_store(layout, kind, filters, ctx) -> int:
@@ -230,23 +243,26 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
     table = None if ctx["json"] else _cl_table()
     total = sum(mf.file_size for mf in queue.files)
     last_end = None
+    for lp in queue.problems[:1]:  # the walk yields these first
+        _first_problem(ctx, display(lp.path), None, lp.kind)
+    files = _FileOf(queue, display)
     with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar:
-        done_files = 0
-        current = None
+        next_update = 0
         for entry in commitlog.walk(queue, start=filters.offset_from, end=filters.offset_to,
                                     check_crc=ctx["crc"], path_display=display):
             if isinstance(entry, Record):
                 counts["records"] += 1
                 last_end = entry.offset + entry.total_size
-                mf = queue.find_by_offset(entry.offset)
-                if mf is not current and mf is not None:
-                    current = mf
-                    done_files = mf.file_from_offset - queue.min_offset
-                bar.update(done_files + entry.offset - (current.file_from_offset if current else 0))
+                mf = files.at(entry.offset)
+                if entry.offset >= next_update:  # move the bar every PROGRESS_STEP bytes, not every record
+                    bar.update(entry.offset - queue.min_offset)
+                    next_update = entry.offset + PROGRESS_STEP
                 found = commitlog.record_problems(entry, ctx["crc"])
                 if found:
                     problems += len(found)
                     counts["problems"] += len(found)
+                    if mf is not None:
+                        _first_problem(ctx, files.path, entry.offset - files.start, found[0][0])
                 if filters.full():
                     continue
                 if not (filters.time_ok(entry.store_timestamp)
@@ -255,18 +271,19 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
                     continue
                 filters.shown += 1
                 counts["shown"] += 1
-                _emit_record(entry, found, delay_levels, ctx, display, queue, table)
+                _emit_record(entry, found, delay_levels, ctx, files, table)
             elif isinstance(entry, Blank):
                 counts["blanks"] += 1
                 last_end = entry.offset + entry.total_size
                 if ctx["json"] and not filters.full():
-                    mf = queue.find_by_offset(entry.offset)
-                    output.emit_json({"type": "blank", "file": display(mf.path) if mf else None,
-                                      "fileOffset": entry.offset - (mf.file_from_offset if mf else 0),
+                    files.at(entry.offset)
+                    output.emit_json({"type": "blank", "file": files.path,
+                                      "fileOffset": entry.offset - files.start,
                                       "offset": entry.offset, "size": entry.total_size})
             elif isinstance(entry, Problem):
                 problems += 1
                 counts["problems"] += 1
+                _first_problem(ctx, entry.path, entry.file_offset, entry.kind)
                 if ctx["json"]:
                     output.emit_json(entry.to_json())
                 else:
@@ -288,13 +305,41 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
     return problems
 
 
-def _emit_record(record, found, delay_levels, ctx, display, queue, table) -> None:
-    dispatch = dispatchrequest.from_record(record, delay_levels)
+class _FileOf:
+    """queue.find_by_offset with the file's display path, looked up once per file, not per record.
+
+    After at(offset): mf is the file (None outside the queue), path its display path
+    (None outside) and start its first offset (0 outside).  The last answer is reused
+    only while the files tile the offsets exactly (no load problems): then it is the
+    only file that can hold the offset.
+    """
+
+    def __init__(self, queue, display):
+        self.queue = queue
+        self.display = display
+        self.reuse = not queue.problems
+        self.mf = None
+        self.path = None
+        self.start = 0
+        self.end = 0
+
+    def at(self, offset: int):
+        if not (self.reuse and self.mf is not None and self.start <= offset < self.end):
+            self.mf = self.queue.find_by_offset(offset)
+            if self.mf is None:
+                self.path, self.start, self.end = None, 0, 0
+            else:
+                self.path = self.display(self.mf.path)
+                self.start, self.end = self.mf.file_from_offset, self.mf.file_end_offset
+        return self.mf
+
+
+def _emit_record(record, found, delay_levels, ctx, files, table) -> None:
+    fields = message_fields(record, body=ctx["body"])
+    dispatch = dispatchrequest.from_record(record, delay_levels, fields["properties"])
     if ctx["json"]:
-        mf = queue.find_by_offset(record.offset)
-        line = {"type": "message", "file": display(mf.path) if mf else None,
-                "fileOffset": record.offset - (mf.file_from_offset if mf else 0)}
-        line.update(message_fields(record, body=ctx["body"]))
+        line = {"type": "message", "file": files.path, "fileOffset": record.offset - files.start}
+        line.update(fields)
         line["tagsCode"] = dispatch.tags_code
         line["dispatchedToConsumeQueue"] = dispatch.goes_to_consume_queue
         line["ok"] = not found
@@ -302,7 +347,6 @@ def _emit_record(record, found, delay_levels, ctx, display, queue, table) -> Non
             line["problems"] = [{"kind": k, "message": m} for k, m in found]
         output.emit_json(line)
         return
-    fields = message_fields(record, body=ctx["body"])
     body = fields.get("bodyDecompressed", fields.get("body", ""))
     if body and len(body) > BODY_CUT:
         body = body[:BODY_CUT - 1] + "…"
@@ -325,6 +369,7 @@ def _dump_cq(cq, filters, ctx, display, table) -> int:
     problems = 0
     for lp in cq.files.problems:
         problems += 1
+        _first_problem(ctx, display(lp.path), None, lp.kind)
         _emit_problem(Problem(lp.kind, display(lp.path), 0, lp.offset or 0, lp.message), ctx, table)
     ended = False
     for unit in cq.units(filters.queue_offset_from or 0, filters.queue_offset_to, stop_at_invalid=False):
@@ -337,6 +382,7 @@ def _dump_cq(cq, filters, ctx, display, table) -> int:
             check = "after-invalid"
         if check != "ok":
             problems += 1
+            _first_problem(ctx, display(unit.path), unit.file_offset, f"{check} unit")
         if filters.full():
             continue
         if not filters.offset_ok(unit.commitlog_offset):
@@ -371,12 +417,14 @@ def _dump_index(path, slots, entries, filters, ctx, display) -> int:
         ix = IndexFile(path, slots, entries)
     except NotAStoreError as exc:
         _emit_problem(Problem("bad-index-file", display(path), exc.offset or 0, 0, exc.message), ctx, None)
+        _first_problem(ctx, display(path), exc.offset, "bad-index-file")
         return 1
     try:
         header = ix.header()
         size_note = None
         if not ix.size_ok:
             problems += 1
+            _first_problem(ctx, display(path), None, "bad-file-size")
             size_note = f"file is {ix.size} bytes, expected {ix.expected_size}"
         if ctx["json"]:
             line = {"type": "index_header", "file": display(path), "size": ix.size,
@@ -386,7 +434,7 @@ def _dump_index(path, slots, entries, filters, ctx, display) -> int:
             output.emit_json(line)
         else:
             output.stdout().print(
-                f"[bold]{display(path)}[/bold]  {header.index_count - 1} entries, "
+                f"[bold]{escape(display(path))}[/bold]  {header.index_count - 1} entries, "
                 f"{header.hash_slot_count} slots used, offsets {header.begin_phy_offset}.."
                 f"{header.end_phy_offset}, times {storeinfo.iso(header.begin_timestamp)} .. "
                 f"{storeinfo.iso(header.end_timestamp)}" + (f"  [red]{size_note}[/red]" if size_note else ""),
@@ -436,6 +484,7 @@ def _dump_checkpoint(path, ctx, display) -> int:
     line = {"type": "checkpoint", "file": display(path), **cp}
     if cp["fileSize"] != 4096:
         problems += 1
+        _first_problem(ctx, display(path), None, "bad-file-size")
         line["problem"] = f"checkpoint is {cp['fileSize']} bytes, expected 4096"
     for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"):
         line[name + "Iso"] = storeinfo.iso(cp[name])
@@ -458,8 +507,9 @@ def _dump_config(path, ctx, display) -> int:
     else:
         import json
 
-        output.stdout().print(f"[bold]{display(path)}[/bold]", highlight=False)
-        output.stdout().print(json.dumps(_jsonable(doc), indent=2, ensure_ascii=False), highlight=False)
+        output.stdout().print(f"[bold]{escape(display(path))}[/bold]", highlight=False)
+        output.stdout().print(json.dumps(_jsonable(doc), indent=2, ensure_ascii=False), highlight=False,
+                              markup=False)
     return 0
 
 

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import click
 import humanize
+from rich.markup import escape
 
 from mqtool import options, output, storeinfo
 
@@ -14,6 +15,13 @@ def _time(millis):
     if not millis:
         return "-"
     return f"{storeinfo.iso(millis)} ({millis})"
+
+
+def _ago(millis) -> str:
+    try:
+        return humanize.naturaltime(datetime.fromtimestamp(millis / 1000))
+    except (OverflowError, ValueError, OSError):  # a damaged timestamp
+        return "not a valid time"
 
 
 @click.command("info")
@@ -29,7 +37,7 @@ def cli(store, config_path, settings, as_json):
         return
     console = output.stdout()
     cl, cq, ix = info["commitlog"], info["consumequeue"], info["index"]
-    console.print(f"[bold]store[/bold] {info['store']}  (format {info['format']})")
+    console.print(f"[bold]store[/bold] {escape(info['store'])}  (format {info['format']})")
     lines = [
         ("commitlog", f"{cl['files']} files, {humanize.naturalsize(cl['bytes'], binary=True)} "
                       f"(file size {humanize.naturalsize(cl['fileSize'], binary=True)}), "
@@ -45,19 +53,19 @@ def cli(store, config_path, settings, as_json):
     for kind in ("commitlog", "consumequeue"):
         if info[kind].get("oddFiles"):
             console.print(f"  [red]{kind}: files with an unexpected size or name:[/red] "
-                          + ", ".join(info[kind]["oddFiles"]), highlight=False)
+                          + escape(", ".join(info[kind]["oddFiles"])), highlight=False)
     if cl.get("firstStoreTimestamp"):
         console.print(f"  first message  {_time(cl['firstStoreTimestamp'])}", highlight=False)
     if cl.get("lastStoreTimestamp"):
         console.print(f"  last message   {_time(cl['lastStoreTimestamp'])}", highlight=False)
     cp = info["checkpoint"]
     if "error" in cp:
-        console.print(f"  checkpoint     [red]{cp['error']}[/red]", highlight=False)
+        console.print(f"  checkpoint     [red]{escape(cp['error'])}[/red]", highlight=False)
     else:
         console.print("  checkpoint", highlight=False)
         for field in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"):
             value = cp[field]
-            human = humanize.naturaltime(datetime.fromtimestamp(value / 1000)) if value else "never"
+            human = _ago(value) if value else "never"
             console.print(f"    {field:<22}{_time(value)}  {human}", highlight=False)
         if info["format"] == "5.x":
             console.print(f"    masterFlushedOffset   {cp['masterFlushedOffset']}", highlight=False)

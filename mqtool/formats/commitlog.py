@@ -109,8 +109,9 @@ def _host(v6_bit: int):
 
 
 def _total_size(ctx) -> int:
+    # totalSize is built first, before magicCode's Default has filled the magic in
     return record_length(ctx.sysFlag, len(ctx.body), _utf8_len(ctx.topic),
-                         _utf8_len(ctx.properties), ctx.magicCode)
+                         _utf8_len(ctx.properties), ctx.get("magicCode", MAGIC_V1))
 
 
 RECORD = Struct(
@@ -148,14 +149,22 @@ RECORD_HEADER = Struct("totalSize" / Int32sb, "magicCode" / Int32ub)
 
 # ---------------------------------------------------------------- fast decoder
 
-_HEAD = struct.Struct(">iIiiiqqiq")      # up to and including bornTimestamp: 48 bytes
-_V4 = struct.Struct(">4si")
-_V6 = struct.Struct(">16si")
-_I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_TAIL = struct.Struct(">iqi")            # reconsumeTimes, preparedTransactionOffset, bodyLength
 _ENTRY_HEADER = struct.Struct(">iI")
+_SYS_FLAG_AT = 36
+_HOST_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
+
+
+def _fixed_part(sys_flag: int) -> struct.Struct:
+    """Everything from totalSize up to and including bodyLength, for these host widths."""
+    born = "16si" if sys_flag & sysflag.BORNHOST_V6 else "4si"
+    store = "16si" if sys_flag & sysflag.STOREHOST_V6 else "4si"
+    return struct.Struct(">iIiiiqqiq" + born + "q" + store + "iqi")
+
+
+_FIXED = {bits: _fixed_part(bits)
+          for bits in (0, sysflag.BORNHOST_V6, sysflag.STOREHOST_V6, _HOST_BITS)}
 
 
 @dataclass(slots=True)
@@ -283,21 +292,13 @@ def decode_entry(buf, pos: int, limit: int, base_offset: int = 0):
 
 def _decode_record_body(buf, pos, total_size, magic, offset) -> Record:
     end = pos + total_size
-    (_, _, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-     born_ts) = _HEAD.unpack_from(buf, pos)
-    p = pos + 48
-    host = _V6 if sys_flag & sysflag.BORNHOST_V6 else _V4
-    born_addr, born_port = host.unpack_from(buf, p)
-    p += host.size
-    (store_ts,) = _I64.unpack_from(buf, p)
-    p += 8
-    host = _V6 if sys_flag & sysflag.STOREHOST_V6 else _V4
-    if p + host.size + 16 > end:
+    (sys_flag,) = _I32.unpack_from(buf, pos + _SYS_FLAG_AT)
+    fixed = _FIXED[sys_flag & _HOST_BITS]
+    p = pos + fixed.size
+    if p > end:
         raise RecordError(offset, f"record of {total_size} bytes too short for its header", "bad-length")
-    store_addr, store_port = host.unpack_from(buf, p)
-    p += host.size
-    reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-    p += 16
+    (_, _, crc, queue_id, flag, queue_offset, physical_offset, _, born_ts, born_addr, born_port,
+     store_ts, store_addr, store_port, reconsume, prepared, body_len) = fixed.unpack_from(buf, pos)
     if body_len < 0 or p + body_len > end:
         raise RecordError(offset, f"bodyLength {body_len} runs past the record's {total_size} bytes",
                           "bad-length")

@@ -23,6 +23,7 @@ _WS = " \t\n\r"
 class ConfigJsonError(ValueError):
     def __init__(self, message: str, offset: int):
         super().__init__(f"{message} at character {offset}")
+        self.reason = message
         self.offset = offset
 
 
@@ -130,7 +131,10 @@ class _Parser:
 def loads(text: str):
     """Parse fastjson output; bare numeric keys come back as ints."""
     parser = _Parser(text)
-    value = parser.value()
+    try:
+        value = parser.value()
+    except RecursionError:
+        raise ConfigJsonError("nested too deeply", parser.pos) from None
     parser.skip()
     if parser.pos != len(text):
         parser.error("trailing characters")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from functools import lru_cache
 
 
 def format_address(address: bytes) -> str:
@@ -31,6 +32,7 @@ def format_host(address: bytes, port: int) -> str:
     return f"{text}:{port}"
 
 
+@lru_cache(maxsize=4096)
 def parse_host(text: str, width: int | None = None) -> tuple[bytes, int]:
     """`ip:port` or `[ipv6]:port` to (address bytes, port).
 
@@ -67,3 +69,18 @@ def parse_host(text: str, width: int | None = None) -> tuple[bytes, int]:
 
 def is_ipv6(text: str) -> bool:
     return text.strip().startswith("[")
+
+
+_V4_MAPPED_PREFIX = bytes(10) + b"\xff\xff"
+
+
+@lru_cache(maxsize=4096)
+def java_host(text: str, v6_flag: bool = False) -> tuple[bytes, int, bool]:
+    """(address bytes, port, is IPv6) as a broker stores a host: Java turns an IPv4-mapped
+    IPv6 address into IPv4, and a sysFlag that already says IPv6 widens an IPv4 address."""
+    address, port = parse_host(text)
+    if len(address) == 16 and address.startswith(_V4_MAPPED_PREFIX):
+        address = address[12:]
+    if len(address) == 4 and v6_flag:
+        address = _V4_MAPPED_PREFIX + address
+    return address, port, len(address) == 16

@@ -7,6 +7,8 @@ outside the BMP count twice.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _MASK = 0xFFFFFFFF
 
 
@@ -29,6 +31,7 @@ def java_length(text: str) -> int:
     return len(text.encode("utf-16-be", "surrogatepass")) // 2
 
 
+@lru_cache(maxsize=4096)
 def tags_code(tags: str | None) -> int:
     """The consume-queue tagsCode of a plain message: the tags' hashCode, 0 without tags."""
     if not tags:
@@ -47,3 +50,52 @@ def index_key_hash(index_key: str) -> int:
 def java_utf8_decode(data: bytes) -> str:
     """new String(bytes, UTF_8): malformed input becomes U+FFFD, as Java shows it."""
     return data.decode("utf-8", "replace")
+
+
+def index_key_hashes(keys: list[str]) -> list[int]:
+    """index_key_hash for many keys at once.
+
+    Per character in Python a hash costs microseconds.  Here the hashCode
+    s[0]*31^(n-1) + ... + s[n-1] is computed for all keys together in numpy:
+    every UTF-16 code unit times its power of 31 (mod 2^32), summed per key.
+    """
+    if len(keys) < 32:
+        return [index_key_hash(k) for k in keys]
+    import numpy as np
+
+    joined = "".join(keys).encode("utf-16-be", "surrogatepass")
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    if len(joined) != 2 * int(lengths.sum()):  # characters outside the BMP count twice
+        lengths = np.fromiter((len(k.encode("utf-16-be", "surrogatepass")) >> 1 for k in keys),
+                              dtype=np.int64, count=len(keys))
+    if not lengths.all():
+        return [index_key_hash(k) for k in keys]
+    units = np.frombuffer(joined, dtype=">u2").astype(np.uint64)
+    starts = np.cumsum(lengths) - lengths
+    exponent = np.repeat(starts + lengths - 1, lengths) - np.arange(len(units))
+    products = (units * _powers_of_31(int(lengths.max()))[exponent]) & 0xFFFFFFFF
+    h = np.add.reduceat(products, starts) & 0xFFFFFFFF
+    signed = h.astype(np.int64)
+    signed[signed >= 1 << 31] -= 1 << 32
+    result = np.abs(signed)
+    result[signed == -(1 << 31)] = 0
+    return result.tolist()
+
+
+_POWERS = None
+
+
+def _powers_of_31(n: int):
+    """31^0 .. 31^(n-1) mod 2^32, as uint64 (grown on demand)."""
+    global _POWERS
+    import numpy as np
+
+    if _POWERS is None or len(_POWERS) < n:
+        size = max(n, 256)
+        powers = np.empty(size, dtype=np.uint64)
+        value = 1
+        for i in range(size):
+            powers[i] = value
+            value = (value * 31) & 0xFFFFFFFF
+        _POWERS = powers
+    return _POWERS

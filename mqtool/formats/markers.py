@@ -24,8 +24,9 @@ _FLOCK = struct.Struct("hhqqi4x")
 def lock_holder(path) -> int | None:
     """The pid of a process holding a write-conflicting lock on the lock file's first byte.
 
-    Uses F_GETLK, so it looks without taking the lock.  0 means a holder was
-    found but the kernel did not say which process (another host over NFS);
+    Uses F_GETLK, so it looks without taking the lock.  -1 means an
+    open-file-description lock (mqtool's own), whose owner the kernel does not
+    name; 0 a holder the kernel could not name either (another host over NFS);
     None means nobody holds it, or the file does not exist.
     """
     try:
@@ -43,6 +44,25 @@ def lock_holder(path) -> int | None:
         return pid
     finally:
         os.close(fd)
+
+
+def try_lock(fd: int) -> bool:
+    """Take the write lock on the first byte, as a broker does; False if someone holds it.
+
+    mqtool uses an open-file-description lock (F_OFD_SETLK): it conflicts with a
+    broker's classic fcntl lock exactly like another fcntl lock would, but it is
+    not dropped when this process closes some other descriptor of the same file
+    (a classic POSIX lock is), and two opens in one process exclude each other.
+    """
+    ofd = getattr(fcntl, "F_OFD_SETLK", None)
+    try:
+        if ofd is not None:
+            fcntl.fcntl(fd, ofd, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+        else:  # pragma: no cover - non-Linux
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+    except OSError:
+        return False
+    return True
 
 
 def parse_abort(content: bytes) -> int | None:

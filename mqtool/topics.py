@@ -1,0 +1,51 @@
+"""Topic names as the broker's TopicValidator accepts them.
+
+A topic becomes a directory name under consumequeue/, so the store refuses
+anything outside ^[%|a-zA-Z0-9_-]+$ or longer than 127 characters before a
+single byte is written: `/`, `..`, NUL and the like never reach the file system.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+TOPIC_MAX_LENGTH = 127
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+NOT_ALLOWED_SEND = frozenset({
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+SYSTEM_TOPICS = NOT_ALLOWED_SEND | {"TBW102", "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+
+
+@lru_cache(maxsize=16384)
+def topic_problem(topic: str, max_length: int = TOPIC_MAX_LENGTH) -> str | None:
+    """Why the topic is not a valid topic name, or None (TopicValidator.validateTopic).
+
+    5.x stores may hold longer topics (MessageVersion V2); they still have to be
+    a single directory name, so the caller passes at most 255."""
+    if not topic or not topic.strip():
+        return "the topic is blank"
+    if not _VALID.match(topic):
+        return "the topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > max_length:
+        return f"the topic is {len(topic)} characters, longer than {max_length}"
+    return None
+
+
+def is_safe_directory_name(topic: str) -> bool:
+    """A topic read from a commitlog may only become a path when it is a valid name."""
+    return topic_problem(topic) is None
+
+
+def send_forbidden(topic: str) -> bool:
+    """TopicValidator.isNotAllowedSendTopic: producers may not send to these directly."""
+    return topic in NOT_ALLOWED_SEND

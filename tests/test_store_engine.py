@@ -1,0 +1,325 @@
+"""The embedded store: byte-identical replay of real broker stores, recovery, crashes, group commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ALL_FIXTURES, expected_read, fixture_dir
+from mqtool import commitlog, consumequeue, spec as specs
+from mqtool.clock import ManualClock
+from mqtool.config import StoreConfig
+from mqtool.errors import RefusedError
+from mqtool.formats.commitlog import Record
+from mqtool.javamap import JavaHashMap
+from mqtool.layout import discover
+from mqtool.message import MessageInner
+from mqtool.store import MessageStore
+
+REPLAYABLE = ["basic", "features", "multifile", "crash", "basic5"]
+HERE = Path(__file__).resolve().parent
+
+
+def fixture_config(root, name="basic", **extra) -> StoreConfig:
+    """The configuration every fixture was written with (see the fixtures' README)."""
+    settings = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=6000, maxHashSlotNum=100,
+                    maxIndexNum=400, storeFormat="5" if name == "basic5" else "4")
+    settings.update(extra)
+    return StoreConfig(storePathRootDir=str(root), **settings)
+
+
+def tree(name) -> dict[str, str]:
+    result = {}
+    for line in (fixture_dir(name) / "tree.txt").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        _, sha, rel = line.split("\t")
+        result[rel] = sha
+    return result
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def replay(name, root, **config_extra):
+    """Put the fixture's spec lines with the broker's recorded store times; returns the put results."""
+    writes = {w["index"]: w for w in map(json.loads, (fixture_dir(name) / "write.jsonl").open())
+              if w.get("type") == "put"}
+    version = "5" if name == "basic5" else "4"
+    store = MessageStore(fixture_config(root, name, **config_extra), clock=ManualClock(1795305900000)).open()
+    prepared, results = {}, []
+    for i, line in enumerate((fixture_dir(name) / "spec.jsonl").open()):
+        spec = json.loads(line)
+        spec["storeTimestamp"] = writes[i].get("storeTimestamp") or 1795305900000
+        msg = specs.to_message(spec, line=i, version=version, prepared_offsets=prepared,
+                               allow_system_topics=True)
+        result = store.put(msg)
+        if result.ok:
+            prepared[i] = result.wrote_offset
+        results.append((writes[i], result))
+    return store, results
+
+
+@pytest.mark.parametrize("name", REPLAYABLE)
+def test_replay_writes_commitlog_and_consume_queues_byte_identical(name, tmp_path):
+    root = tmp_path / "store"
+    store, results = replay(name, root)
+    crashed = any(json.loads(l).get("type") == "crash" for l in (fixture_dir(name) / "write.jsonl").open())
+    store.halt() if crashed else store.close()
+    for theirs, mine in results:
+        assert mine.status == theirs["status"], theirs["index"]
+        if mine.ok:
+            assert (mine.wrote_offset, mine.wrote_bytes, mine.queue_offset, mine.msg_id, mine.topic,
+                    mine.queue_id) == (theirs["wroteOffset"], theirs["wroteBytes"], theirs["queueOffset"],
+                                       theirs["msgId"], theirs["storedTopic"], theirs["storedQueueId"])
+    expected = {rel: sha for rel, sha in tree(name).items() if rel.startswith(("commitlog/", "consumequeue/"))}
+    written = {str(p.relative_to(root)) for p in root.rglob("*")
+               if p.is_file() and str(p.relative_to(root)).startswith(("commitlog/", "consumequeue/"))}
+    assert written == set(expected)
+    for rel, sha in expected.items():
+        assert sha256(root / rel) == sha, rel
+    assert (root / "abort").exists() == crashed
+
+
+def test_replay_with_transient_store_pool_writes_the_same_bytes(tmp_path):
+    root = tmp_path / "store"
+    store, _ = replay("multifile", root, transientStorePoolEnable=True, transientStorePoolSize=2)
+    assert store.pool is not None
+    store.close()
+    for rel, sha in tree("multifile").items():
+        if rel.startswith(("commitlog/", "consumequeue/")):
+            assert sha256(root / rel) == sha, rel
+
+
+def test_replay_index_answers_like_the_broker(tmp_path):
+    """Keys are indexed as the broker indexes them: every index_query of the fixture
+    returns the same offsets from mqtool's own index files."""
+    root = tmp_path / "store"
+    store, _ = replay("features", root)
+    try:
+        queries = [l for l in expected_read("features") if l["type"] == "index_query"]
+        assert queries
+        for q in queries:
+            found = store.index.query(q["topic"], q["key"], 64, 0, 2**63 - 1)
+            assert sorted(found) == q["commitLogOffsets"], q["indexKey"]
+    finally:
+        store.close()
+
+
+def consume_queue_units(root, config):
+    layout = discover(config, config_given=True)
+    units = []
+    for cq in consumequeue.open_all(layout):
+        try:
+            units.extend((u.topic, u.queue_id, u.queue_offset, u.commitlog_offset, u.size, u.tags_code)
+                         for u in cq.units())
+        finally:
+            cq.close()
+    return sorted(units)
+
+
+@pytest.mark.parametrize("name", list(ALL_FIXTURES))
+def test_open_recovers_like_the_broker(name, store_copy):
+    root = store_copy(name)
+    config = fixture_config(root, name)
+    store = MessageStore(config).open()
+    plan = store.recovery_plan
+    store.close()
+    lines = expected_read(name)
+    broker = next(l for l in lines if l["type"] == "open")
+    assert plan.mode == broker["recovery"]
+    store_line = next(l for l in lines if l["type"] == "store")
+    assert plan.cut == store_line["maxPhyOffset"]
+    expected = sorted((l["topic"], l["queueId"], l["offset"], l["commitLogOffset"], l["size"], l["tagsCode"])
+                      for l in lines if l["type"] == "cq_unit")
+    assert consume_queue_units(root, config) == expected
+    assert not (root / "abort").exists()
+
+
+def test_recovery_keeps_cut_bytes_in_the_quarantine(store_copy):
+    root = store_copy("garbage-tail")
+    corruption = json.loads((fixture_dir("garbage-tail") / "corruption.json").read_text())["changes"][0]
+    with MessageStore(fixture_config(root)) as store:
+        plan = store.recovery_plan
+        qdir = store.quarantine.dir
+    assert plan.data_end - plan.cut == corruption["length"]
+    manifest = json.loads((qdir / "manifest.json").read_text())
+    (entry,) = manifest["entries"]
+    saved = (qdir / entry["saved"]).read_bytes()
+    assert saved.hex() == corruption["newHex"]
+    data = (root / corruption["file"]).read_bytes()
+    assert data[corruption["fileOffset"]:corruption["fileOffset"] + corruption["length"]] == bytes(64)
+    assert len(data) == 65536   # a cut keeps the file at its mapped size
+
+
+def _msg(i, topic="T", queue=0, key=None):
+    props = JavaHashMap()
+    props.put("KEYS", key or f"key-{i}")
+    return MessageInner(topic=topic, queue_id=queue, body=f"body {i}".encode(), properties=props,
+                        born_host="10.1.1.1:5000", born_timestamp=i)
+
+
+@pytest.mark.parametrize("topic", ["../escape", "a/b", "x\x00y", "", "..", "T" * 128, "sp ace"])
+def test_topics_that_cannot_be_directory_names_are_refused(topic, tmp_path):
+    root = tmp_path / "store"
+    with MessageStore(fixture_config(root)) as store:
+        result = store.put(_msg(1, topic=topic))
+    assert result.status == "MESSAGE_ILLEGAL"
+    assert not (tmp_path / "escape").exists()
+    cq_dir = root / "consumequeue"
+    assert not cq_dir.exists() or list(cq_dir.iterdir()) == []
+
+
+def test_rejected_put_leaves_nothing(tmp_path):
+    root = tmp_path / "store"
+    with MessageStore(fixture_config(root, maxMessageSize=1024)) as store:
+        big = _msg(1)
+        big.body = b"x" * 1025
+        assert store.put(big).status == "MESSAGE_ILLEGAL"
+        assert store.put(_msg(2)).wrote_offset == 0
+
+
+def test_second_opener_is_refused_while_the_lock_is_held(tmp_path, run_cli):
+    root = tmp_path / "store"
+    store = MessageStore(fixture_config(root)).open()
+    try:
+        holder = textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {str(HERE.parent)!r})
+            from mqtool.config import StoreConfig
+            from mqtool.store import MessageStore
+            from mqtool.errors import RefusedError
+            try:
+                MessageStore(StoreConfig(storePathRootDir={str(root)!r}, mappedFileSizeCommitLog=65536)).open()
+            except RefusedError as exc:
+                print("refused", exc)
+        """)
+        proc = subprocess.run([sys.executable, "-c", holder], capture_output=True, text=True)
+        assert proc.stdout.startswith("refused"), proc.stderr
+        assert f"process {os.getpid()}" in proc.stdout
+        # a second open in the same process is refused too (the lock is per open file)
+        result = run_cli("append", root, "--topic", "T", "--body", "x")
+        assert result.code == 3, result.err
+        (info,) = run_cli("info", root, "--json").json_lines()
+        assert info["lock"] == {"exists": True, "held": True, "heldBy": os.getpid()}
+        cli = subprocess.run([os.path.join(os.path.dirname(sys.executable), "mqtool"), "append", str(root),
+                              "--topic", "T", "--body", "x"], capture_output=True, text=True)
+        assert cli.returncode == 3, cli.stderr
+        assert "lock" in cli.stderr and cli.stderr.count("\n") == 1
+    finally:
+        store.close()
+
+
+def test_close_is_clean_and_a_halt_leaves_abort(tmp_path):
+    root = tmp_path / "store"
+    store = MessageStore(fixture_config(root)).open()
+    assert (root / "abort").exists()
+    store.put(_msg(1))
+    store.close()
+    assert not (root / "abort").exists()
+    store = MessageStore(fixture_config(root)).open()
+    store.put(_msg(2))
+    store.halt()
+    assert (root / "abort").exists()
+    store = MessageStore(fixture_config(root)).open()
+    assert store.recovery_plan.mode == "abnormal"
+    assert store.put(_msg(3)).queue_offset == 2
+    store.close()
+
+
+def walk_records(root, config) -> dict[int, Record]:
+    layout = discover(config, config_given=True)
+    queue = commitlog.open_queue(layout)
+    try:
+        return {e.offset: e for e in commitlog.walk(queue) if isinstance(e, Record)}
+    finally:
+        queue.close()
+
+
+def test_group_commit_batches_fsyncs_for_concurrent_producers(tmp_path):
+    root = tmp_path / "store"
+    config = fixture_config(root, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    store = MessageStore(config).open()
+    threads, per_thread, results = 16, 40, {}
+    lock = threading.Lock()
+
+    def producer(t):
+        for i in range(per_thread):
+            r = store.put(_msg(t * 1000 + i, queue=t % 4, key=f"k{t}-{i}"))
+            with lock:
+                results[(t, i)] = r
+
+    workers = [threading.Thread(target=producer, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    fsyncs = store.flusher.fsyncs
+    store.close()
+    total = threads * per_thread
+    assert all(r.status == "PUT_OK" for r in results.values())
+    assert fsyncs < total / 4, f"{fsyncs} fsyncs for {total} messages"
+    records = walk_records(root, config)
+    for (t, i), r in results.items():
+        rec = records[r.wrote_offset]
+        assert rec.properties["KEYS"] == f"k{t}-{i}" and rec.crc_ok()
+    units = consume_queue_units(root, config)
+    assert len(units) == total
+    for q in range(4):
+        offsets = [u[2] for u in units if u[1] == q]
+        assert offsets == list(range(len(offsets)))
+
+
+def test_sigkill_at_random_moments_loses_no_acknowledged_message(tmp_path):
+    """A subprocess appends with SYNC_FLUSH and is killed at random moments; after recovery
+    every put that returned PUT_OK is in the commitlog and its consume queue."""
+    root = tmp_path / "store"
+    rng = random.Random(20261122)
+    acknowledged: dict[int, tuple[int, int]] = {}
+    next_index = 0
+    for round_ in range(12):
+        proc = subprocess.Popen([sys.executable, str(HERE / "torture_worker.py"), str(root), str(next_index),
+                                 "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+        assert proc.stdout.readline().strip() == "open", proc.stderr.read()
+        deadline = time.monotonic() + rng.uniform(0.05, 0.6)
+        lines = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+        proc.send_signal(signal.SIGKILL)
+        rest, _ = proc.communicate()
+        lines.extend(rest.splitlines(True))
+        for line in lines:
+            parts = line.split()
+            if parts and parts[0] == "ok":
+                i, offset, qoff = map(int, parts[1:])
+                acknowledged[i] = (offset, qoff)
+                next_index = max(next_index, i + 1)
+        next_index += 1000  # indexes of puts that may have been written but not acknowledged
+    config = StoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=64 * 1024,
+                         mappedFileSizeConsumeQueue=20 * 50, maxHashSlotNum=64, maxIndexNum=256)
+    with MessageStore(config) as store:
+        assert store.recovery_plan.mode == "abnormal"
+    assert len(acknowledged) > 50
+    records = walk_records(root, config)
+    units = {(u[1], u[2]): u for u in consume_queue_units(root, config)}
+    for i, (offset, qoff) in acknowledged.items():
+        rec = records.get(offset)
+        assert rec is not None, (i, offset)
+        assert rec.properties["KEYS"] == f"key-{i}" and rec.crc_ok()
+        assert units[(i % 3, qoff)][3] == offset
