@@ -249,3 +249,12 @@ def test_closed_pipe_is_quiet_and_exits_141(args, extracted):
                           capture_output=True, text=True)
     assert len(proc.stdout.splitlines()) == 1
     assert proc.stderr.strip() == "status=141"
+
+
+def test_dump_limit_stops_reading(extracted, run_cli):
+    lines = run_cli("dump", extracted("multifile"), "commitlog", "--json", "--no-body", "--limit", "3").json_lines()
+    summary = lines[-1]
+    assert [l["type"] for l in lines] == ["message"] * 3 + ["summary"]
+    assert summary["complete"] is False and summary["records"] == 3
+    first_three = [l for l in expected_read("multifile") if l["type"] == "commitlog_record"][:3]
+    assert summary["stoppedAt"] == first_three[-1]["offset"] + first_three[-1]["size"]

@@ -246,6 +246,7 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
     for lp in queue.problems[:1]:  # the walk yields these first
         _first_problem(ctx, display(lp.path), None, lp.kind)
     files = _FileOf(queue, display)
+    stopped = None   # where --limit ended the walk (the rest of the log was not read)
     with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar:
         next_update = 0
         for entry in commitlog.walk(queue, start=filters.offset_from, end=filters.offset_to,
@@ -263,8 +264,6 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
                     counts["problems"] += len(found)
                     if mf is not None:
                         _first_problem(ctx, files.path, entry.offset - files.start, found[0][0])
-                if filters.full():
-                    continue
                 if not (filters.time_ok(entry.store_timestamp)
                         and filters.queue_ok(entry.topic, entry.queue_id)
                         and filters.queue_offset_ok(entry.queue_offset)):
@@ -272,6 +271,9 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
                 filters.shown += 1
                 counts["shown"] += 1
                 _emit_record(entry, found, delay_levels, ctx, files, table)
+                if filters.full():
+                    stopped = entry.offset + entry.total_size
+                    break
             elif isinstance(entry, Blank):
                 counts["blanks"] += 1
                 last_end = entry.offset + entry.total_size
@@ -295,13 +297,17 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
                     output.emit_json({"type": "end", "file": entry.path, "offset": entry.offset})
     summary = {"type": "summary", "kind": "commitlog", "records": counts["records"],
                "blanks": counts["blanks"], "problems": counts["problems"], "shown": counts["shown"],
-               "endOffset": last_end}
+               "endOffset": last_end, "complete": stopped is None}
+    if stopped is not None:
+        summary["stoppedAt"] = stopped
     if ctx["json"]:
         output.emit_json(summary)
     else:
         table.flush()
+        where = (f"stopped at offset {stopped} (--limit); the rest was not read" if stopped is not None
+                 else f"data ends at offset {last_end}")
         output.note(f"{counts['records']} records, {counts['blanks']} blanks, "
-                    f"{counts['problems']} problems; data ends at offset {last_end}")
+                    f"{counts['problems']} problems; {where}")
     return problems
 
 
