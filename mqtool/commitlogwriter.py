@@ -105,7 +105,7 @@ class CommitLogWriter:
     # ----------------------------------------------------------------- encode
     def encode(self, msg: MessageInner) -> Encoded | PutResult:
         """Validate and encode one message (no lock needed); a PutResult means refused."""
-        problem = topics.topic_problem(msg.topic, 255 if self.five else topics.TOPIC_MAX_LENGTH)
+        problem = topics.topic_problem(msg.topic, topics.LONGEST_DIRECTORY_NAME if self.five else topics.TOPIC_MAX_LENGTH)
         if problem is not None:
             return PutResult(MESSAGE_ILLEGAL, topic=msg.topic, queue_id=msg.queue_id, remark=problem)
         text = msg.properties_string or ""
@@ -169,6 +169,8 @@ class CommitLogWriter:
         table = self.topic_queue_table
         now = self.clock.now_ms
         mf = queue.get_last_mapped_file(0)
+        total = sum(enc.length for enc in encoded)
+        queue.make_room(mf, total)
         base, pos, size = mf.file_from_offset, mf.wrote_position, mf.file_size
         chunks: list[bytes] = []
         results: list[PutResult] = []
@@ -182,6 +184,7 @@ class CommitLogWriter:
                 mf.store_timestamp = last_ts or mf.store_timestamp
                 chunks = []
                 mf = queue.get_last_mapped_file(0)
+                queue.make_room(mf, total)
                 base, pos, size = mf.file_from_offset, mf.wrote_position, mf.file_size
             msg = enc.msg
             store_ts = msg.store_timestamp if msg.store_timestamp is not None else now()

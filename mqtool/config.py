@@ -54,6 +54,8 @@ class StoreConfig:
     flushIntervalConsumeQueue: int = 1000
     flushConsumeQueueLeastPages: int = 2
     flushConsumeQueueThoroughInterval: int = 1000 * 60
+    warmMapedFileEnable: bool = False
+    flushLeastPagesWhenWarmMapedFile: int = 1024 // 4 * 16
     transientStorePoolEnable: bool = False
     transientStorePoolSize: int = 5
     fastFailIfNoBufferInStorePool: bool = False

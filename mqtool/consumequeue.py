@@ -92,6 +92,12 @@ class ConsumeQueue:
             mf.append(b"".join(pending))
         return True
 
+    def put_arrays(self, offsets, sizes, tags, queue_offsets) -> None:
+        """put() for numpy columns of units (the compiled append path's batches)."""
+        from mqtool.fastappend import put_unit_arrays
+
+        put_unit_arrays(self, offsets, sizes, tags, queue_offsets)
+
     def flush(self, least_pages: int) -> bool:
         return self.files.flush(least_pages)
 

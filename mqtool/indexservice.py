@@ -114,6 +114,28 @@ class IndexService:
                 f = self._last_file()
         f.write_header()
 
+    def insert_arrays(self, hashes, phy_offsets, store_timestamps) -> None:
+        """build_many for numpy columns of hashed keys, with the compiled insert."""
+        import numpy as np
+
+        from mqtool.fastappend import insert_keys
+
+        f = self._last_file()
+        keep = phy_offsets >= f.end_phy_offset   # records indexed before are skipped
+        if not keep.all():
+            hashes, phy_offsets, store_timestamps = hashes[keep], phy_offsets[keep], store_timestamps[keep]
+        first, n = 0, len(hashes)
+        while first < n:
+            header = np.array([f.begin_timestamp, f.end_timestamp, f.begin_phy_offset, f.end_phy_offset,
+                               f.hash_slot_count, f.index_count], dtype=np.int64)
+            first = insert_keys(np.frombuffer(f.buf, dtype=np.uint8), f.hash_slot_num, f.index_num, header,
+                                first, n, hashes, phy_offsets, store_timestamps)
+            (f.begin_timestamp, f.end_timestamp, f.begin_phy_offset, f.end_phy_offset, f.hash_slot_count,
+             f.index_count) = (int(v) for v in header)
+            f.write_header()
+            if first < n:
+                f = self._last_file()
+
     def flush(self) -> None:
         for f in self.files[-2:]:
             f.flush()

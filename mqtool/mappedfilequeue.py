@@ -27,7 +27,7 @@ class LoadProblem:
 class MappedFileQueue:
     def __init__(self, paths: list[Path], file_size: int, *, writable: bool = False,
                  strict: bool = True, directories: list[Path] | None = None, write_buffers=None,
-                 on_create=None, preallocate: bool = False):
+                 on_create=None, preallocate: bool = False, warm_ahead: int = 0):
         """paths: the files to load.  directories: where new files go when the
         queue rolls (several for a multi-path commitlog, chosen round-robin by
         file index as MultiPathMappedFileQueue does).  write_buffers: a
@@ -35,7 +35,9 @@ class MappedFileQueue:
         for every new file (to give it the store's owner and mode).
         preallocate: like the broker's AllocateMappedFileService, create the
         file after the new one as well, so the next roll finds it ready; a
-        clean close removes it again (discard_preallocated)."""
+        clean close removes it again (discard_preallocated).  warm_ahead: with
+        warmMapedFileEnable, how many bytes ahead of the appends files are
+        pre-written (see MappedFile.warm_to and make_room)."""
         self.file_size = file_size
         self.writable = writable
         self.strict = strict
@@ -48,6 +50,7 @@ class MappedFileQueue:
         self.committed_where = 0
         self.store_timestamp = 0
         self.preallocate = preallocate
+        self.warm_ahead = warm_ahead
         self._preallocated: MappedFile | None = None
         self._load(sorted(paths, key=lambda p: p.name))
         if writable:
@@ -167,6 +170,12 @@ class MappedFileQueue:
         if self.preallocate:
             self._preallocated = self._new_file(offset + self.file_size)
         return mf
+
+    def make_room(self, mf: MappedFile, nbytes: int) -> None:
+        """Called before nbytes are appended to mf: with warm-up on, pre-write what they
+        will land on plus warm_ahead bytes, in one go (one fdatasync per warm_ahead)."""
+        if self.warm_ahead and mf.wrote_position + nbytes > mf.warmed_to:
+            mf.warm_to(mf.wrote_position + nbytes + self.warm_ahead)
 
     def discard_preallocated(self) -> None:
         """Delete a pre-created, never used next file (a clean shutdown does)."""

@@ -34,6 +34,9 @@ from mqtool.quarantine import Quarantine
 from mqtool.storecheckpoint import StoreCheckpoint
 
 
+FAST_BATCH = 64   # put_many batches from this size on take the compiled path (mqtool/fastappend.py)
+
+
 class MessageStore:
     def __init__(self, config: StoreConfig, *, clock=None, quarantine_dir=None, keep_cut_bytes: bool = True,
                  start_services: bool = True, store_host: str | None = None):
@@ -51,6 +54,9 @@ class MessageStore:
         self._lock_fd = -1
         self._services = []
         self._owner = None
+        self._queue_lock = threading.Lock()
+        self._combining = False
+        self._queued: list = []
 
     # ------------------------------------------------------------------ open
     def open(self) -> "MessageStore":
@@ -121,7 +127,8 @@ class MessageStore:
         self.commitlog_queue = MappedFileQueue(
             files, config.mappedFileSizeCommitLog, writable=True, strict=True,
             directories=layout.commitlog_dirs, write_buffers=self.pool, on_create=self.adopt,
-            preallocate=True)
+            preallocate=True,
+            warm_ahead=(config.flushLeastPagesWhenWarmMapedFile * 4096 if config.warmMapedFileEnable else 0))
         self.checkpoint = StoreCheckpoint(layout.checkpoint_path, five_longs=config.is_5x)
         self.adopt(layout.checkpoint_path)
         self.index = IndexService(layout.index_dir, config.maxHashSlotNum, config.maxIndexNum,
@@ -181,13 +188,63 @@ class MessageStore:
 
     # ------------------------------------------------------------------- put
     def put(self, msg: MessageInner, *, wait_for_flush: bool = True) -> PutResult:
-        return self.put_many([msg], wait_for_flush=wait_for_flush)[0]
+        """Put one message (a producer's send).
+
+        Concurrent callers are combined: one of them, the leader, takes every
+        message queued so far and puts them as one batch (one append pass, one
+        fsync under SYNC_FLUSH); the others sleep until their result is there.
+        When the leader is done it wakes exactly the producers it served, and
+        hands leadership to the first producer that queued meanwhile.  A lone
+        producer is its own leader.  This is group commit for the CPU work as well
+        as for the fsync, which in Python matters as much as the fsync itself."""
+        if not wait_for_flush:
+            return self.put_many([msg], wait_for_flush=False)[0]
+        slot = _Slot(msg)
+        with self._queue_lock:
+            self._queued.append(slot)
+            leader = not self._combining
+            self._combining = True
+        if not leader:
+            slot.wake.acquire()          # released when served, or when made leader
+            if slot.result is not None:
+                return slot.result.get()
+        while True:                      # the leader's round
+            with self._queue_lock:
+                batch, self._queued = self._queued, []
+            try:
+                results = self.put_many([s.msg for s in batch])
+                outcomes = [_Outcome(r) for r in results]
+            except BaseException as exc:  # every producer of the batch hears of it
+                outcomes = [_Outcome(error=exc)] * len(batch)
+            for s, outcome in zip(batch, outcomes):
+                s.result = outcome
+                if s is not slot:
+                    s.wake.release()
+            with self._queue_lock:
+                if not self._queued:
+                    self._combining = False
+                    break
+                successor = self._queued[0]
+            if slot.result is not None:
+                successor.wake.release()  # it finds no result: it leads the next round
+                break
+        return slot.result.get()
 
     def put_many(self, messages, *, wait_for_flush: bool = True) -> list[PutResult]:
         """Put messages in order; with SYNC_FLUSH one group-commit request covers them all."""
         if not self.opened:
             raise RefusedError("the store is not open")
         writer = self.writer
+        if len(messages) >= FAST_BATCH:
+            from mqtool import fastappend
+
+            with writer.lock:
+                appended = fastappend.append_plain(writer, messages)
+                if appended is not None:
+                    results, columns = appended
+                    fastappend.dispatch_columns(self.dispatcher, columns)
+            if appended is not None:
+                return self._after_append(results, wait_for_flush) or results
         encoded = [writer.encode(m) for m in messages]
         results: list[PutResult] = []
         ready = [e for e in encoded if isinstance(e, Encoded)]
@@ -199,18 +256,27 @@ class MessageStore:
         self._after_append(results, wait_for_flush)
         return results
 
-    def _after_append(self, results: list[PutResult], wait_for_flush: bool) -> None:
-        ok = [r for r in results if r.status == PUT_OK]
-        if not ok or not self.start_services:
+    def _after_append(self, results, wait_for_flush: bool) -> None:
+        if not self.start_services or not len(results):
             return
+        if hasattr(results, "end_offset"):      # a compiled batch: every put is PUT_OK
+            ok, end = results, results.end_offset()
+        else:
+            ok = [r for r in results if r.status == PUT_OK]
+            if not ok:
+                return
+            end = max(r.wrote_offset + r.wrote_bytes for r in ok)
         if self.config.flushDiskType == "SYNC_FLUSH":
             if not wait_for_flush:
                 self.flusher.wakeup()
                 return
-            end = max(r.wrote_offset + r.wrote_bytes for r in ok)
             if self.flusher.commit(end) != PUT_OK:
-                for r in ok:
-                    r.status = FLUSH_DISK_TIMEOUT
+                if hasattr(results, "end_offset"):
+                    results = list(results)
+                for r in results:
+                    if r.status == PUT_OK:
+                        r.status = FLUSH_DISK_TIMEOUT
+                return results
         elif self.committer is not None:
             self.committer.wakeup()
         else:
@@ -278,6 +344,31 @@ class MessageStore:
 
     def __exit__(self, exc_type, exc, tb):
         self.close()
+
+
+class _Slot:
+    """One producer waiting in put(): its message, its result, the lock it sleeps on."""
+
+    __slots__ = ("msg", "result", "wake")
+
+    def __init__(self, msg):
+        self.msg = msg
+        self.result = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
+class _Outcome:
+    __slots__ = ("value", "error")
+
+    def __init__(self, value=None, error=None):
+        self.value = value
+        self.error = error
+
+    def get(self):
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 def _abort_owner(path) -> str | None:

@@ -41,9 +41,13 @@ def topic_problem(topic: str, max_length: int = TOPIC_MAX_LENGTH) -> str | None:
     return None
 
 
+LONGEST_DIRECTORY_NAME = 255
+
+
 def is_safe_directory_name(topic: str) -> bool:
-    """A topic read from a commitlog may only become a path when it is a valid name."""
-    return topic_problem(topic) is None
+    """A topic read from a commitlog may only become a path when it is a valid name
+    (5.x stores hold topics past 127 characters; a directory name stops at 255 bytes)."""
+    return topic_problem(topic, LONGEST_DIRECTORY_NAME) is None
 
 
 def send_forbidden(topic: str) -> bool:

@@ -19,8 +19,12 @@ def _signed32(value: int) -> int:
 
 def java_hash(text: str) -> int:
     """java.lang.String.hashCode(): s[0]*31^(n-1) + ... + s[n-1], as a signed int."""
-    units = text.encode("utf-16-be", "surrogatepass")
     h = 0
+    if not text or max(text) <= "\uffff":   # one UTF-16 unit per character
+        for c in map(ord, text):
+            h = (31 * h + c) & _MASK
+        return _signed32(h)
+    units = text.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(units), 2):
         h = (31 * h + (units[i] << 8 | units[i + 1])) & _MASK
     return _signed32(h)
