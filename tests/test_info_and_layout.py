@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -258,3 +259,15 @@ def test_dump_limit_stops_reading(extracted, run_cli):
     assert summary["complete"] is False and summary["records"] == 3
     first_three = [l for l in expected_read("multifile") if l["type"] == "commitlog_record"][:3]
     assert summary["stoppedAt"] == first_three[-1]["offset"] + first_three[-1]["size"]
+
+
+def test_ctrl_c_exits_130_without_a_traceback(extracted):
+    mqtool = os.path.join(os.path.dirname(sys.executable), "mqtool")
+    proc = subprocess.Popen([mqtool, "dump", str(extracted("multifile")), "commitlog", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(4096)          # it is running and blocked on a full pipe now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert b"Traceback" not in err
+    assert err.decode().strip() == "mqtool: interrupted"
