@@ -16,9 +16,13 @@ import sys
 import click
 
 from mqtool import __version__, errors
-from mqtool.commands import append, dump, info
+from mqtool.commands import append, dump, info, rebuild_cq, recover, salvage, verify_crc
+from mqtool.commands import get, lookup_by_id, lookup_by_key
+from mqtool.commands import clean
+from mqtool.commands import export, stats
 
-COMMANDS = [info.cli, dump.cli, append.cli]
+COMMANDS = [info.cli, dump.cli, append.cli, verify_crc.cli, recover.cli, rebuild_cq.cli, salvage.cli, lookup_by_key.cli, lookup_by_id.cli, get.cli, clean.cli,
+            export.cli, stats.cli]
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141

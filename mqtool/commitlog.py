@@ -18,7 +18,7 @@ from mqtool import fsutil
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
-from mqtool.mappedfile import MappedFile
+from mqtool.mappedfile import POPULATE_STEP, MappedFile
 from mqtool.mappedfilequeue import MappedFileQueue
 
 _MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in fmt.MESSAGE_MAGICS)
@@ -109,6 +109,14 @@ def _file_head(mf: MappedFile, size: int) -> bytes:
         os.close(fd)
 
 
+def _entry_ok(buf, pos: int, limit: int, base: int) -> bool:
+    """Does a valid record or BLANK start at pos?"""
+    try:
+        return isinstance(fmt.decode_entry(buf, pos, limit, base), (Record, Blank))
+    except RecordError:
+        return False
+
+
 def _first_nonzero(buf, start: int, end: int, mf: MappedFile | None = None) -> int:
     """The position of the first non-zero byte of buf[start:end], or -1.
 
@@ -178,26 +186,63 @@ def resync(buf, start: int, limit: int, base: int, check_crc: bool = True) -> in
     return -1
 
 
+CHUNK_RECORDS = 1 << 16
+
+
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
-              display_path: str | None = None, resync_after_damage: bool = True):
+              display_path: str | None = None, resync_after_damage: bool = True, chunked: bool = False,
+              stop: int | None = None):
     """Yield the entries of one commitlog file from byte `start` on.
 
     Yields Record, Blank, Problem and finally EndOfData when the written data
     ends inside this file.  Without resync_after_damage the walk ends at the
-    first damaged entry (what a broker's recovery does).
+    first damaged entry (what a broker's recovery does).  stop: end the walk
+    at this position, a record boundary (a part of a file checked on its own);
+    the end-of-file checks are then left to the part that ends the file.  chunked: runs of
+    valid records come as fastscan.Chunk columns (decoded by the compiled
+    kernel, body CRCs in the crc_ok column) instead of Record objects; the
+    rest of the walk is the same.
     """
     buf = mf.buf
-    limit = mf.file_size
+    limit = mf.file_size if stop is None else stop
     base = mf.file_from_offset
     path = display_path or str(mf.path)
     mf.advise_sequential()
     pos = start
+    if chunked:
+        import numpy as np
+
+        from mqtool import fastscan
+
+        array = np.frombuffer(buf, dtype=np.uint8) if limit else np.zeros(0, dtype=np.uint8)
+        populated = pos
     while pos < limit:
         mf.drop_pages_before(pos)
-        try:
-            entry = fmt.decode_entry(buf, pos, limit, base)
-        except RecordError as err:
-            entry = err
+        if chunked:
+            if pos >= populated:
+                populated = pos + POPULATE_STEP
+                mf.populate(pos, POPULATE_STEP)
+            chunk = fastscan.scan(array, pos, limit, base, check_crc, CHUNK_RECORDS)
+            if chunk.count:
+                chunk.path = path
+                yield chunk
+                pos = chunk.stop
+            if chunk.kind in (fastscan.FULL, fastscan.REACHED_LIMIT):
+                continue
+            if chunk.kind == fastscan.BLANK:
+                entry = Blank(base + pos, chunk.blank_size)
+            elif chunk.kind == fastscan.ZEROS:
+                entry = fmt.END_OF_DATA
+            else:   # the reference decoder says exactly what is wrong
+                try:
+                    entry = fmt.decode_entry(buf, pos, limit, base)
+                except RecordError as err:
+                    entry = err
+        else:
+            try:
+                entry = fmt.decode_entry(buf, pos, limit, base)
+            except RecordError as err:
+                entry = err
         if isinstance(entry, Record):
             yield entry
             pos += entry.total_size
@@ -218,6 +263,15 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
             # zeros, then more bytes: report the zero gap only if data follows it.  The next
             # entry may begin up to 3 bytes before `bad` (its totalSize starts with zero bytes).
             nxt = _entry_after_zeros(buf, max(pos, bad - 3), bad, limit, base)
+            if not _entry_ok(buf, nxt, limit, base) and resync(buf, nxt + 1, limit, base, check_crc) < 0:
+                # nothing valid follows: these are stray bytes after the end of the data
+                last = _last_nonzero(buf, bad, limit)
+                yield Problem("data-after-end", path, bad, base + bad,
+                              f"{last + 1 - bad} non-zero bytes after the end of the data at {base + pos}",
+                              skipped=last + 1 - bad)
+                yield EndOfData(base + pos, path)
+                mf.drop_pages_before(limit)
+                return
             if nxt > pos:
                 yield Problem("zero-gap", path, pos, base + pos,
                               f"{nxt - pos} zero bytes where a record was expected; data follows",
@@ -244,19 +298,20 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                       f"{base + nxt}", skipped=nxt - pos)
         pos = nxt
     mf.drop_pages_before(limit)
-    if pos >= limit and not is_last:
+    if stop is None and pos >= limit and not is_last:
         yield Problem("missing-blank", path, limit, base + limit,
                       "the file is full but does not end with a BLANK record")
 
 
 def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
-         check_crc: bool = True, path_display=None, aligned: bool = False):
+         check_crc: bool = True, path_display=None, aligned: bool = False, chunked: bool = False):
     """Yield every entry of the commitlog in [start, end).  Load problems (bad
     names, sizes, gaps) come first, as Problems.
 
     Without `aligned` the walk begins at the start of the file holding `start`
     and drops what lies before it, so any offset works; with `aligned` the
     caller promises `start` is a record boundary and the walk begins there.
+    chunked: valid records come as fastscan.Chunk columns (see walk_file).
     """
     for lp in queue.problems:
         yield Problem(lp.kind, _display(lp.path, path_display), 0, lp.offset if lp.offset is not None else -1,
@@ -276,7 +331,7 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
         if aligned and start is not None and mf.file_from_offset <= start:
             first = start - mf.file_from_offset
         for entry in walk_file(mf, start=first, check_crc=check_crc, is_last=(i >= last_data),
-                               display_path=_display(mf.path, path_display)):
+                               display_path=_display(mf.path, path_display), chunked=chunked):
             if isinstance(entry, EndOfData):
                 if ended:
                     continue
@@ -286,7 +341,27 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
                 continue
             if end is not None and offset is not None and offset >= end:
                 return
+            if chunked and isinstance(entry, fastscan_chunk_type()):
+                offsets = entry.columns["offset"]
+                inside = offsets == offsets
+                if start is not None:
+                    inside &= offsets >= start
+                if end is not None:
+                    inside &= offsets < end
+                if not inside.all():
+                    entry = entry.take(inside)
+                    if entry.count:
+                        yield entry
+                    if end is not None and (offsets >= end).any():
+                        return
+                    continue
             yield entry
+
+
+def fastscan_chunk_type():
+    from mqtool.fastscan import Chunk
+
+    return Chunk
 
 
 def _display(path, path_display) -> str:

@@ -113,7 +113,8 @@ class CommitLogWriter:
             return PutResult(MESSAGE_ILLEGAL, topic=msg.topic, queue_id=msg.queue_id,
                              remark="properties longer than 32767 characters")
         tx = sysflag.transaction_type(msg.sys_flag)
-        if tx in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT) and msg.delay_level > 0:
+        if tx in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT) and msg.delay_level > 0 \
+                and not msg.verbatim:
             self._rewrite_delayed(msg)
         topic, queue_id = msg.topic, msg.queue_id
         props = (msg.properties_string or "").encode("utf-8", "surrogatepass")
@@ -204,7 +205,7 @@ class CommitLogWriter:
             d.commitlog_offset = wrote_offset
             d.store_timestamp = store_ts
             d.queue_offset = queue_offset
-            if enc.topic == SCHEDULE_TOPIC and msg.delay_level > 0:
+            if enc.topic == SCHEDULE_TOPIC and msg.delay_level > 0:   # the delivery time is the tags code
                 level = min(msg.delay_level, len(self.delay_levels))
                 d.tags_code = store_ts + self.delay_levels[level - 1]
             results.append(PutResult(PUT_OK, wrote_offset, length, enc.store_address, queue_offset, store_ts,

@@ -66,6 +66,7 @@ class StoreConfig:
     deleteCommitLogFilesInterval: int = 100
     deleteConsumeQueueFilesInterval: int = 100
     destroyMapedFileIntervalForcibly: int = 1000 * 120
+    deleteFileBatchMax: int = 10              # 5.x store key; 4.9.8: DELETE_FILES_BATCH_MAX, fixed at 10
     redeleteHangedFileInterval: int = 1000 * 120
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75

@@ -166,7 +166,8 @@ class ConsumeQueue:
                 return mf.file_from_offset // UNIT_SIZE + count
         return self.min_offset()
 
-    def unit_at(self, queue_offset: int) -> Unit | None:
+    def raw_unit_at(self, queue_offset: int) -> Unit | None:
+        """The unit at queue_offset as it is on disk, valid or not (None: in no file)."""
         mf = self.files.find_by_offset(queue_offset * UNIT_SIZE)
         if mf is None:
             return None
@@ -174,9 +175,14 @@ class ConsumeQueue:
         if pos + UNIT_SIZE > mf.file_size:
             return None
         offset, size, tags = UNIT_STRUCT.unpack_from(mf.buf, pos)
-        if not is_valid_unit(offset, size):
-            return None
         return Unit(self.topic, self.queue_id, queue_offset, offset, size, tags, mf.path, pos)
+
+    def unit_at(self, queue_offset: int) -> Unit | None:
+        """The valid unit at queue_offset, as ConsumeQueue.getIndexBuffer reads it."""
+        unit = self.raw_unit_at(queue_offset)
+        if unit is None or not is_valid_unit(unit.commitlog_offset, unit.size):
+            return None
+        return unit
 
     def close(self) -> None:
         self.files.close()

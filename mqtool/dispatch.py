@@ -24,13 +24,14 @@ class UnsafeTopic(Exception):
 
 class Dispatcher:
     def __init__(self, consumequeue_dir: Path, cq_file_size: int, *, index_service=None,
-                 checkpoint=None, message_index_enable: bool = True, on_create=None):
+                 checkpoint=None, message_index_enable: bool = True, on_create=None, writable: bool = True):
         self.consumequeue_dir = Path(consumequeue_dir)
         self.cq_file_size = cq_file_size
         self.index = index_service
         self.checkpoint = checkpoint
         self.message_index_enable = message_index_enable
         self.on_create = on_create
+        self.writable = writable     # False: queues are mapped read-only (a recovery's dry run)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
 
     def queue(self, topic: str, queue_id: int, *, create: bool = True) -> ConsumeQueue | None:
@@ -40,8 +41,8 @@ class Dispatcher:
             if not topics.is_safe_directory_name(topic) or queue_id < 0:
                 raise UnsafeTopic(f"topic {topic!r} / queue {queue_id} cannot be a consume queue directory")
             directory = self.consumequeue_dir / topic / str(queue_id)
-            cq = ConsumeQueue(topic, queue_id, directory, self.cq_file_size, writable=True, strict=True,
-                              on_create=self.on_create)
+            cq = ConsumeQueue(topic, queue_id, directory, self.cq_file_size, writable=self.writable,
+                              strict=True, on_create=self.on_create)
             self.queues[key] = cq
         return cq
 

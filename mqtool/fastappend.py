@@ -385,8 +385,11 @@ def put_unit_arrays(cq, offsets, sizes, tags, queue_offsets) -> None:
     as whole slices when they continue exactly at the write position."""
     from mqtool.formats.consumequeue import UNIT_SIZE
 
+    fresh = offsets + sizes > cq.max_physic_offset    # units already in the queue are skipped
+    if not fresh.all():
+        offsets, sizes, tags, queue_offsets = offsets[fresh], sizes[fresh], tags[fresh], queue_offsets[fresh]
     n = len(offsets)
-    if not cq.put(int(offsets[0]), int(sizes[0]), int(tags[0]), int(queue_offsets[0])):
+    if not n or not cq.put(int(offsets[0]), int(sizes[0]), int(tags[0]), int(queue_offsets[0])):
         return
     i = 1
     files = cq.files

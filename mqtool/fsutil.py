@@ -24,6 +24,18 @@ def open_read(path) -> int:
         return os.open(path, os.O_RDONLY)
 
 
+def open_store_file(path, *, create_size: int | None = None, writable: bool = False) -> int:
+    """A descriptor for a store file: a new sparse file of create_size bytes (never over an
+    existing one), read-write, or read-only without touching its atime."""
+    if create_size is not None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        os.ftruncate(fd, create_size)
+        return fd
+    if writable:
+        return os.open(path, os.O_RDWR)
+    return open_read(path)
+
+
 def scandir(directory):
     """(name, is_file, stat) for each entry of directory, without touching its atime."""
     try:

@@ -60,13 +60,8 @@ class IndexFile:
         self.writable = writable or create
         self._fd = -1
         try:
-            if create:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-                os.ftruncate(fd, self.expected_size)
-            elif self.writable:
-                fd = os.open(self.path, os.O_RDWR)
-            else:
-                fd = fsutil.open_read(self.path)
+            fd = fsutil.open_store_file(self.path, create_size=self.expected_size if create else None,
+                                        writable=self.writable)
         except OSError as exc:
             raise NotAStoreError(f"cannot open: {exc.strerror}", path=self.path) from None
         keep = False
@@ -121,10 +116,12 @@ class IndexFile:
                 return
             yield entry
 
-    def lookup(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
-        """IndexFile.selectPhyOffset for one index key (`topic#key`)."""
+    def lookup(self, key: str, max_num: int, begin: int, end: int, key_hash: int | None = None) -> list[int]:
+        """IndexFile.selectPhyOffset for one index key (`topic#key`); key_hash saves hashing
+        the key again for every file of a query."""
         header = self.header()
-        key_hash = index_key_hash(key)
+        if key_hash is None:
+            key_hash = index_key_hash(key)
         slot = self.slot(key_hash % self.hash_slot_num)
         found: list[int] = []
         if slot <= fmt.INVALID_INDEX or slot > header.index_count or header.index_count <= 1:
@@ -220,6 +217,22 @@ class IndexFile:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def query_offsets(files, key: str, max_num: int, begin: int, end: int) -> list[int]:
+    """IndexService.queryOffset's walk over index files (given oldest first) for one index
+    key (`topic#key`): newest file first, until a file starts before `begin` or max_num
+    offsets are found.  Raw answers, in the order found: collisions and duplicates included.
+    The one implementation of the walk: the engine's IndexService.query and the read-only
+    lookups (mqtool.lookup) both call it."""
+    found: list[int] = []
+    key_hash = index_key_hash(key)
+    for f in reversed(files):
+        if f.time_matched(begin, end):
+            found.extend(f.lookup(key, max_num - len(found), begin, end, key_hash))
+        if f.begin_timestamp < begin or len(found) >= max_num:
+            break
+    return found
 
 
 def open_all(layout):

@@ -17,7 +17,7 @@ from mqtool.dispatchrequest import DispatchRequest
 from mqtool.formats.filenames import index_name, is_index_name
 from mqtool.formats.index import index_key
 from mqtool.formats.javastr import index_key_hashes
-from mqtool.indexfile import IndexFile
+from mqtool.indexfile import IndexFile, query_offsets
 
 
 class IndexService:
@@ -143,15 +143,8 @@ class IndexService:
     # -------------------------------------------------------------- reading
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """IndexService.queryOffset: commitlog offsets whose index entry matches, newest file first."""
-        max_num = min(max_num, self.max_msgs_num_batch)
-        found: list[int] = []
-        full_key = index_key(topic, key)
-        for f in reversed(self.files):
-            if f.time_matched(begin, end):
-                found.extend(f.lookup(full_key, max_num - len(found), begin, end))
-            if f.begin_timestamp < begin or len(found) >= max_num:
-                break
-        return found
+        return query_offsets(self.files, index_key(topic, key), min(max_num, self.max_msgs_num_batch),
+                             begin, end)
 
     def close(self) -> None:
         for f in self.files:

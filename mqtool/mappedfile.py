@@ -26,6 +26,8 @@ from mqtool.formats.filenames import is_offset_name, name_to_offset
 
 PAGE_SIZE = mmap.PAGESIZE
 OS_PAGE_SIZE = 4096  # MappedFile.OS_PAGE_SIZE: the unit of flush/commit least pages
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+POPULATE_STEP = 32 * 1024 * 1024
 DONTNEED_STEP = 64 * 1024 * 1024
 
 
@@ -127,13 +129,8 @@ class MappedFile(ReferenceResource):
 
     def _map(self, create: bool):
         try:
-            if create:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-                os.ftruncate(fd, self.file_size)
-            elif self.writable:
-                fd = os.open(self.path, os.O_RDWR)
-            else:
-                fd = fsutil.open_read(self.path)
+            fd = fsutil.open_store_file(self.path, create_size=self.file_size if create else None,
+                                        writable=self.writable)
         except OSError as exc:
             raise NotAStoreError(f"cannot open: {exc.strerror}", path=self.path) from None
         keep = False
@@ -183,6 +180,24 @@ class MappedFile(ReferenceResource):
             if hasattr(mmap, "MADV_DONTNEED") and end > self._dropped_until:
                 self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
+
+    def populate(self, start: int, length: int) -> None:
+        """Map [start, start+length) into this process in one go (MADV_POPULATE_READ, Linux
+        5.14+) instead of one page fault per page: reading a page-cached file through the
+        mapping gets about half again faster.  Ignored where the kernel lacks it."""
+        if not isinstance(self.buf, mmap.mmap) or length <= 0:
+            return
+        start -= start % PAGE_SIZE
+        try:
+            self.buf.madvise(MADV_POPULATE_READ, start, min(length, self.file_size - start))
+        except (OSError, ValueError):
+            pass
+
+    def release_pages(self) -> None:
+        """Drop the whole file from this process's resident set (the page cache keeps it):
+        after random reads all over a file, so memory stays flat."""
+        if not self.writable and isinstance(self.buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            self.buf.madvise(mmap.MADV_DONTNEED)
 
     # ------------------------------------------------------------------ writing
     def is_full(self) -> bool:

@@ -43,6 +43,7 @@ class MessageInner:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     store_timestamp: int | None = None
+    verbatim: bool = False   # a stored record copied as it is (salvage): no delay rewrite
 
     def __post_init__(self):
         if self.properties_string is None:

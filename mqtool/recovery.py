@@ -30,14 +30,13 @@ from pathlib import Path
 
 from mqtool import commitlog
 from mqtool.commitlog import EndOfData, Problem
-from mqtool.dispatchrequest import from_record
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, Record
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 
 _MAGIC_POS = 4
 _SYSFLAG_POS = 36
-_BORN_TS_END = 56
+_BORN_TS_END = 48    # the end of bornTimestamp: the born host follows
 
 
 @dataclass
@@ -57,7 +56,8 @@ class RecoveryPlan:
     data_end: int                              # how far non-zero bytes reach (>= cut)
     removed_files: list[Path] = field(default_factory=list)   # commitlog files beyond the cut
     queue_cuts: list[QueueCut] = field(default_factory=list)
-    dropped_index_files: list[Path] = field(default_factory=list)
+    dropped_index_files: list[Path] = field(default_factory=list)    # newer than the checkpoint (crash)
+    rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
     redispatch_from: int = 0
     stop: Problem | None = None                # why the walk stopped, when it was damage
     records_checked: int = 0
@@ -65,7 +65,7 @@ class RecoveryPlan:
     @property
     def changes_anything(self) -> bool:
         return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts
-                    or self.dropped_index_files or self.redispatch_from < self.cut)
+                    or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut)
 
     def to_json(self) -> dict:
         return {
@@ -76,6 +76,7 @@ class RecoveryPlan:
                            "unitsCut": max(0, (q.written_end - q.keep_bytes) // UNIT_SIZE),
                            "reason": q.reason} for q in self.queue_cuts],
             "droppedIndexFiles": [str(p) for p in self.dropped_index_files],
+            "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
             "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self.cut - self.redispatch_from),
             "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
         }
@@ -232,7 +233,20 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         result.redispatch_from = walk_from
     else:
         result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
+    # index files holding entries for records at or past the cut are rebuilt from their first record
+    stale = [f for f in store.index.files if f.index_count > 1 and f.end_phy_offset >= cut]
+    if stale:
+        result.rebuilt_index_files = [f.path for f in stale]
+        first = max(min(f.begin_phy_offset for f in stale), min_offset)
+        result.redispatch_from = min(result.redispatch_from, _record_boundary_at_or_before(queue, first))
     return result
+
+
+def _record_boundary_at_or_before(queue, offset: int) -> int:
+    """An index file's beginPhyOffset is a record's offset; recovery re-dispatches from the
+    start of that record's file, the nearest point a walk can start from."""
+    mf = queue.find_by_offset(offset)
+    return mf.file_from_offset if mf is not None else offset
 
 
 def _max_physic_below(cq, keep: int) -> int:
@@ -269,13 +283,20 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
         if not any(q.topic == cq.topic and q.queue_id == cq.queue_id for q in p.queue_cuts):
             _set_queue_end(cq, end)
         cq.max_physic_offset = max_physic
-    # 3. re-dispatch
-    delay_levels = store.config.delay_levels_ms()
+    # 3. index files: the broker's crash rule, and files with entries past the cut
+    index = store.index
+    for path in p.dropped_index_files:
+        quarantine.move_file(path, "index file newer than the checkpoint after a crash")
+    stale = set(p.rebuilt_index_files)
+    for f in [f for f in index.files if f.path in stale]:
+        f.close()
+        index.files.remove(f)
+        quarantine.move_file(f.path, f"index file with entries at or past the recovery cut at {p.cut}; rebuilt")
+    # 4. re-dispatch
     if p.redispatch_from < p.cut:
-        for entry in commitlog.walk(queue, start=p.redispatch_from, end=p.cut,
-                                    check_crc=False, aligned=True):
-            if isinstance(entry, Record):
-                store.dispatcher.dispatch(from_record(entry, delay_levels))
+        from mqtool.redispatch import redispatch
+
+        redispatch(queue, store.dispatcher, p.redispatch_from, p.cut, store.config.delay_levels_ms())
 
 
 def _set_queue_end(cq, end: int) -> None:

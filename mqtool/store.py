@@ -15,10 +15,11 @@ import os
 import threading
 from pathlib import Path
 
-from mqtool import recovery
+from mqtool import reclaim, recovery
 from mqtool.clock import SystemClock
 from mqtool.commitlogwriter import CommitLogWriter, Encoded
 from mqtool.config import StoreConfig
+from mqtool.diskusage import DiskUsage
 from mqtool.dispatch import Dispatcher, FlushConsumeQueueService
 from mqtool.errors import NotAStoreError, RefusedError
 from mqtool.flush import (FLUSH_DISK_TIMEOUT, CommitRealTimeService, FlushRealTimeService,
@@ -39,9 +40,11 @@ FAST_BATCH = 64   # put_many batches from this size on take the compiled path (m
 
 class MessageStore:
     def __init__(self, config: StoreConfig, *, clock=None, quarantine_dir=None, keep_cut_bytes: bool = True,
-                 start_services: bool = True, store_host: str | None = None):
+                 start_services: bool = True, store_host: str | None = None, disk_usage: DiskUsage | None = None):
         self.config = config
         self.clock = clock or SystemClock()
+        self.disk_usage = disk_usage or DiskUsage()   # the reclaim rules' disk probe (tests pass their own)
+        self.reclaimer: reclaim.Reclaimer | None = None
         self.root = Path(config.storePathRootDir)
         self.quarantine_dir = quarantine_dir
         self.keep_cut_bytes = keep_cut_bytes
@@ -59,20 +62,30 @@ class MessageStore:
         self._queued: list = []
 
     # ------------------------------------------------------------------ open
-    def open(self) -> "MessageStore":
+    def open(self, *, recovery_mode: str = "auto", dry_run: bool = False) -> "MessageStore":
+        """Open the store (see the module docstring).  recovery_mode "normal" or "abnormal"
+        overrides the choice the abort file makes.  dry_run: only plan the recovery
+        (self.recovery_plan), change nothing, and leave the store closed again."""
         config = self.config
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.layout = discover(config, config_given=True, must_exist=False)
+        if not dry_run:
+            self.root.mkdir(parents=True, exist_ok=True)
+        self.layout = discover(config, config_given=True, must_exist=dry_run)
         self._remember_owner()
-        self._take_lock()
+        self._take_lock(write=not dry_run)
         try:
-            self._load_and_recover()
+            self._load_and_recover(recovery_mode, dry_run)
         except BaseException:
             self._release_lock()
             raise
+        if dry_run:
+            self._unload()
+            self._release_lock()
+            return self
+        self._attach_reclaim()
         self._write_abort()
         if self.start_services:
             self._start_services()
+            self._start_reclaim_service()
         self.opened = True
         return self
 
@@ -90,31 +103,21 @@ class MessageStore:
         except OSError:
             pass
 
-    def _take_lock(self) -> None:
-        path = self.layout.lock_path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not markers.try_lock(fd):
-            os.close(fd)
-            holder = markers.lock_holder(path)
-            if holder and holder > 0:
-                who = f"process {holder}"
-            else:
-                who = _abort_owner(self.layout.abort_path) or "another process"
-            raise RefusedError(f"the store is in use: {who} holds its lock file", path=path)
-        os.pwrite(fd, markers.LOCK_CONTENT, 0)
-        os.fsync(fd)
-        self.adopt(path)
-        self._lock_fd = fd
+    def _take_lock(self, write: bool = True) -> None:
+        self._lock_fd = lock_store(self.layout, write=write)
+        if write:
+            self.adopt(self.layout.lock_path)
 
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)   # closing drops the POSIX lock
             self._lock_fd = -1
 
-    def _load_and_recover(self) -> None:
+    def _load_and_recover(self, recovery_mode: str = "auto", dry_run: bool = False) -> None:
         config = self.config
         layout = self.layout
         self.last_exit_ok = not layout.abort_path.exists()
+        abnormal = {"auto": not self.last_exit_ok, "normal": False, "abnormal": True}[recovery_mode]
         self.pool = None
         if (config.transientStorePoolEnable and config.flushDiskType == "ASYNC_FLUSH"
                 and config.brokerRole != "SLAVE"):
@@ -125,29 +128,40 @@ class MessageStore:
                 raise NotAStoreError("commitlog directory holds a file whose name is not an offset "
                                      "(a broker refuses to load it)", path=f.path)
         self.commitlog_queue = MappedFileQueue(
-            files, config.mappedFileSizeCommitLog, writable=True, strict=True,
+            files, config.mappedFileSizeCommitLog, writable=not dry_run, strict=True,
             directories=layout.commitlog_dirs, write_buffers=self.pool, on_create=self.adopt,
             preallocate=True,
             warm_ahead=(config.flushLeastPagesWhenWarmMapedFile * 4096 if config.warmMapedFileEnable else 0))
-        self.checkpoint = StoreCheckpoint(layout.checkpoint_path, five_longs=config.is_5x)
-        self.adopt(layout.checkpoint_path)
+        self.checkpoint = StoreCheckpoint(layout.checkpoint_path, five_longs=config.is_5x, read_only=dry_run)
+        if not dry_run:
+            self.adopt(layout.checkpoint_path)
         self.index = IndexService(layout.index_dir, config.maxHashSlotNum, config.maxIndexNum,
                                   clock=self.clock, checkpoint=self.checkpoint, on_create=self.adopt)
         self.dispatcher = Dispatcher(layout.consumequeue_dir, config.consume_queue_file_size(),
                                      index_service=self.index, checkpoint=self.checkpoint,
                                      message_index_enable=config.messageIndexEnable,
-                                     on_create=self._adopt_tree)
+                                     on_create=self._adopt_tree, writable=not dry_run)
         for topic, queue_id, _ in layout.consume_queues():
             self.dispatcher.queue(topic, queue_id)
-        self.dropped_index_files = self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+        self.dropped_index_files = self.index.load(not abnormal, self.checkpoint.index_msg_timestamp,
+                                                   writable=not dry_run)
         self.quarantine = Quarantine(self.root, base_dir=self.quarantine_dir, enabled=self.keep_cut_bytes,
                                      clock=self.clock)
-        for path in self.dropped_index_files:
-            self.quarantine.move_file(path, "index file newer than the checkpoint after a crash")
-        self.recovery_plan = recovery.plan(self, abnormal=not self.last_exit_ok)
+        self.recovery_plan = recovery.plan(self, abnormal=abnormal)
+        if dry_run:
+            return
         recovery.apply(self, self.recovery_plan, self.quarantine)
         self.writer = CommitLogWriter(self.commitlog_queue, config, self.clock, self.store_host)
         self.writer.topic_queue_table = {key: cq_max_offset(cq) for key, cq in self.dispatcher.queues.items()}
+
+    def _unload(self) -> None:
+        """Unmap everything loaded, without flushing or writing anything."""
+        self.checkpoint.close()
+        self.dispatcher.close()
+        self.index.close()
+        self.commitlog_queue.close()
+        if self.pool is not None:
+            self.pool.close()
 
     def _adopt_tree(self, path) -> None:
         path = Path(path)
@@ -234,6 +248,11 @@ class MessageStore:
         """Put messages in order; with SYNC_FLUSH one group-commit request covers them all."""
         if not self.opened:
             raise RefusedError("the store is not open")
+        # -- reclaim hook: above diskSpaceWarningLevelRatio puts are refused, saying why (mqtool/reclaim.py)
+        refused = self.reclaimer.refuse_puts(len(messages))
+        if refused is not None:
+            return refused
+        # -- end of reclaim hook
         writer = self.writer
         if len(messages) >= FAST_BATCH:
             from mqtool import fastappend
@@ -281,6 +300,30 @@ class MessageStore:
             self.committer.wakeup()
         else:
             self.flusher.wakeup()
+
+    # --------------------------------------------------------------- reclaim
+    # The rules are mqtool/reclaim.py's; the store only wires them in: a Reclaimer over its live
+    # files, the disk-full mark checked at open, and a service running them every
+    # cleanResourceInterval ms, as a broker's cleanFilesPeriodically does.
+    def _attach_reclaim(self) -> None:
+        self.reclaimer = reclaim.Reclaimer(reclaim.StoreView(
+            config=self.config, layout=self.layout, clock=self.clock, disk_usage=self.disk_usage,
+            commitlog=self.commitlog_queue, queues=self.dispatcher.queues, index_files=self.index.files,
+            lock=self.writer.lock, adopt=self.adopt))
+        self.reclaimer.check_disk()
+
+    def _start_reclaim_service(self) -> None:
+        self.reclaim_service = reclaim.ReclaimService(self.reclaimer, self.config.cleanResourceInterval)
+        self._services.append(self.reclaim_service)
+        self.reclaim_service.start()
+
+    def reclaim(self, policy: reclaim.Policy | None = None) -> reclaim.Report:
+        """Run the reclaim rules now (what `mqtool clean` does); the default policy is a broker's."""
+        return self.reclaimer.run(policy)
+
+    def undo_reclaim(self, *, dry_run: bool = False) -> reclaim.Report:
+        """Put files staged in STORE/trash/ back (`mqtool clean --undo`)."""
+        return self.reclaimer.undo(dry_run=dry_run)
 
     # ----------------------------------------------------------------- close
     def flush_all(self) -> None:
@@ -330,12 +373,7 @@ class MessageStore:
         for service in self._services:
             service.halt()
         self._services = []
-        self.checkpoint.close()
-        self.dispatcher.close()
-        self.index.close()
-        self.commitlog_queue.close()
-        if self.pool is not None:
-            self.pool.close()
+        self._unload()
         self._release_lock()
         self.opened = False
 
@@ -344,6 +382,31 @@ class MessageStore:
 
     def __exit__(self, exc_type, exc, tb):
         self.close()
+
+
+def lock_store(layout, *, write: bool = True) -> int:
+    """Take the store's lock as a broker does, or refuse (exit 3) naming who holds it.
+
+    Returns the descriptor to close to let go (-1 when a dry run finds no lock file: then
+    there is nothing to lock and nothing is created).  write: create the file and write
+    `lock` into it, as a broker's start does; a dry run leaves even its time alone."""
+    path = layout.lock_path
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if write else os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return -1
+    if not markers.try_lock(fd):
+        os.close(fd)
+        holder = markers.lock_holder(path)
+        if holder and holder > 0:
+            who = f"process {holder}"
+        else:
+            who = _abort_owner(layout.abort_path) or "another process"
+        raise RefusedError(f"the store is in use: {who} holds its lock file", path=path)
+    if write:
+        os.pwrite(fd, markers.LOCK_CONTENT, 0)
+        os.fsync(fd)
+    return fd
 
 
 class _Slot:

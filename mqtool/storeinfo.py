@@ -11,6 +11,7 @@ from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
 from mqtool.indexfile import IndexFile
+from mqtool.reclaim import queue_min_offset
 
 
 def iso(millis: int | None) -> str | None:
@@ -86,8 +87,11 @@ def gather(layout) -> dict:
         try:
             files = layout.consume_queue_files(cq.directory)
             cq_files.extend(files)
+            # the broker's min offset: the first unit at or above the commitlog's min offset
+            # (ConsumeQueue.correctMinOffset), which after a clean may lie inside the first file
             queues.append({"topic": cq.topic, "queueId": cq.queue_id, "files": len(files),
-                           "minOffset": cq.min_offset(), "maxOffset": cq.max_offset()})
+                           "minOffset": queue_min_offset(cq, info["commitlog"]["minOffset"]),
+                           "maxOffset": cq.max_offset()})
         finally:
             cq.close()
     info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size())

@@ -1,0 +1,196 @@
+"""`mqtool clean STORE`: reclaim disk space by RocketMQ's rules (mqtool/reclaim.py), from cron.
+
+Opens the store as `append` does (the lock held throughout; exit 3 while a broker
+holds it), runs one reclaim run and explains every decision.  Quiet when there is
+nothing to do, so cron mails only on news.  --dry-run plans on a read-only view and
+changes nothing (not even a recovery).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import click
+import humanize
+
+from mqtool import options, output, reclaim
+from mqtool.clock import SystemClock
+from mqtool.diskusage import DiskUsage
+from mqtool.errors import ProblemsFound, RefusedError, UsageError
+from mqtool.layout import discover
+from mqtool.store import MessageStore
+
+SHOWN_LINES = 20   # queue and consumer-group lines in text output before "... and N more"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
+_DURATION_MS = {"ms": 1, "s": 1000, "": 1000, "m": 60000, "min": 60000, "h": 3600000, "d": 86400000}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str, what: str) -> int:
+    """Milliseconds from `60`, `60s`, `500ms`, `5m`, `1h`, `1d` (a bare number is seconds)."""
+    match = _DURATION.match(text or "")
+    if not match:
+        raise UsageError(f"{what} {text!r}: expected a duration such as 60s, 500ms, 5m or 1h")
+    return int(float(match.group(1)) * _DURATION_MS[match.group(2) or ""])
+
+
+def parse_size(text: str, what: str) -> int:
+    """Bytes from `1073741824`, `10G`, `10GiB`, `512M` (K, M, G, T, P are powers of 1024)."""
+    match = _SIZE.match(text or "")
+    if not match:
+        raise UsageError(f"{what} {text!r}: expected bytes, or a size such as 512M or 10G")
+    power = "kmgtp".find(match.group(2).lower()) + 1 if match.group(2) else 0
+    return int(float(match.group(1)) * 1024 ** power)
+
+
+def retention_ms(ms, minutes, hours) -> int | None:
+    """Kafka's log.retention.ms / .minutes / .hours: the most precise one given wins; -1 is no limit."""
+    for value, unit, name in ((ms, 1, "--retention-ms"), (minutes, 60000, "--retention-minutes"),
+                              (hours, 3600000, "--retention-hours")):
+        if value is not None:
+            if value < -1:
+                raise UsageError(f"{name} {value}: expected 0 or more, or -1 for no time limit")
+            return -1 if value == -1 else value * unit
+    return None
+
+
+@click.command("clean")
+@options.store_argument
+@options.config_option
+@options.json_option
+@click.option("--now", "ignore_window", is_flag=True,
+              help="Act outside the deleteWhen hours too (by default expired files go only in those hours, "
+                   "or when the disk is above diskMaxUsedSpaceRatio).")
+@click.option("--force", is_flag=True,
+              help="Also delete files that have not expired, oldest first (never the active file), until the "
+                   "disk is at or below diskMaxUsedSpaceRatio, or the commitlog within --retention-bytes. "
+                   "Says how many unread messages go.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
+@click.option("--retention-ms", "retention_ms_", type=int, metavar="MS",
+              help="Files older than this are expired (instead of fileReservedTime hours); -1: no time limit.")
+@click.option("--retention-minutes", type=int, metavar="MIN", help="As --retention-ms, in minutes.")
+@click.option("--retention-hours", type=int, metavar="H",
+              help="As --retention-ms, in hours (the most precise option given wins, as in Kafka).")
+@click.option("--retention-bytes", metavar="SIZE",
+              help="Delete the oldest commitlog files while the commitlog is larger than SIZE (e.g. 50G).")
+@click.option("--delete-delay", default="60s", show_default=True, metavar="DURATION",
+              help="Stage files in STORE/trash/ and remove them this long after (a later run does); "
+                   "0 deletes at once.")
+@click.option("--max-files", type=click.IntRange(1, None), metavar="N",
+              help="At most N commitlog files a run (default deleteFileBatchMax, 10), also with --force.")
+@click.option("--undo", is_flag=True, help="Put the files staged in STORE/trash/ back, newest first.")
+@click.option("--verbose", "-v", is_flag=True, help="Explain the decisions even when there is nothing to do.")
+def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, retention_ms_, retention_minutes,
+        retention_hours, retention_bytes, delete_delay, max_files, undo, verbose):
+    """Delete expired commitlog files and what points at them, by RocketMQ's rules.
+
+    By default only inside the deleteWhen hours and only expired files (fileReservedTime
+    hours since last modified), at most 10 a run, oldest first, never the file being
+    written; then consume queue and index files whose entries all point below the
+    commitlog's new minimum offset, and each queue's minimum offset is corrected.
+    Files go to STORE/trash/ first and are removed a --delete-delay later.
+
+    Exit 0 done or nothing to do, 1 when --undo could not put every staged file back,
+    2 usage error, 3 a broker holds the store's lock, 4 not a store.
+    """
+    policy = reclaim.Policy(
+        retention_ms=retention_ms(retention_ms_, retention_minutes, retention_hours),
+        retention_bytes=parse_size(retention_bytes, "--retention-bytes") if retention_bytes is not None else None,
+        ignore_window=ignore_window, force=force, max_files=max_files,
+        delete_delay_ms=parse_duration(delete_delay, "--delete-delay"), dry_run=dry_run)
+    if undo and (force or ignore_window or max_files or retention_bytes is not None or policy.retention_ms is not None):
+        raise UsageError("--undo puts staged files back; it takes no clean options (only --dry-run and --json)")
+    config = options.store_config_for_write(store, config_path, settings)
+    layout = discover(config, config_given=True, must_exist=True)
+    reclaim.parse_delete_when(config.deleteWhen)   # a bad deleteWhen is a usage error before anything happens
+    for warning in config.effective_warnings() + reclaim.Levels.from_config(config).notes:
+        _note(f"note: {warning}")
+    clock, disk = SystemClock(), DiskUsage()
+    if dry_run:
+        holder = layout.is_locked()
+        if holder is not None:
+            raise RefusedError("the store is in use: a broker holds its lock file"
+                               + (f" (process {holder})" if holder > 0 else ""), path=layout.lock_path)
+        with reclaim.readonly_view(layout, config, clock=clock, disk_usage=disk) as view:
+            worker = reclaim.Reclaimer(view)
+            report = worker.undo(dry_run=True) if undo else worker.run(policy)
+        if layout.abort_path.exists():
+            _note("note: the store was not shut down cleanly; a real run recovers it first")
+    else:
+        with MessageStore(config, clock=clock, disk_usage=disk, start_services=False) as engine:
+            plan = engine.recovery_plan
+            if plan is not None and (plan.mode == "abnormal" or plan.data_end > plan.cut or plan.queue_cuts):
+                cut = ""
+                if plan.data_end > plan.cut or plan.queue_cuts:
+                    cut = (f": cut at commitlog offset {plan.cut}, cut bytes kept in "
+                           f"{engine.quarantine.dir or 'the quarantine'}")
+                why = "; it was not shut down cleanly" if plan.mode == "abnormal" else ""
+                _note(f"note: recovered the store first ({plan.mode} recovery{why}){cut}")
+            report = engine.undo_reclaim() if undo else engine.reclaim(policy)
+    render(report, as_json=as_json, verbose=verbose or dry_run)
+    if report.incomplete:
+        raise ProblemsFound(f"{report.count(actions={reclaim.NOT_RESTORED})} staged file(s) could not be put back")
+
+
+def _note(text: str) -> None:
+    """A line on stderr, never wrapped (cron mails and logs keep one line per remark)."""
+    output.stderr().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def render(report: reclaim.Report, *, as_json: bool, verbose: bool) -> None:
+    """Decisions on stdout, then warnings on stderr; nothing at all when nothing happened and
+    nothing needs a look (unless verbose)."""
+    if as_json:
+        for d in report.decisions:
+            output.emit_json(d.to_json())
+        for q in report.queues:
+            output.emit_json(q.to_json())
+        for loss in report.losses:
+            output.emit_json(loss.to_json())
+        output.emit_json(report.to_json())
+    elif report.changed or verbose:
+        _render_text(report)
+    sys.stdout.flush()   # a cron mail or log reads the report, then its warnings
+    for warning in report.warnings:
+        _note(f"WARNING: {warning}")
+
+
+def _render_text(report: reclaim.Report) -> None:
+    console = output.stdout()
+
+    def line(text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
+    title = "mqtool clean --undo" if report.operation == "undo" else "mqtool clean"
+    window = "inside" if report.window_open else "outside"
+    line(f"{title}{' (dry run: nothing changed)' if report.dry_run else ''}: disk {reclaim.pct(report.disk.ratio)}"
+         f" ({report.disk.path or 'unknown'}); diskMaxUsedSpaceRatio {reclaim.pct(report.levels.max_used)}, "
+         f"force-clean {reclaim.pct(report.levels.force)}, warning {reclaim.pct(report.levels.warning)}; "
+         f"{window} the deleteWhen hours ({report.delete_when})")
+    verb = {reclaim.DELETE: "DELETE", reclaim.STAGE: "STAGE", reclaim.KEEP: "KEEP",
+            reclaim.REMOVE_STAGED: "REMOVE", reclaim.RESTORE: "RESTORE", reclaim.NOT_RESTORED: "NOT RESTORED"}
+    for d in report.decisions:
+        size = humanize.naturalsize(d.size, binary=True) if d.size else ""
+        line(f"  {verb[d.action]:<8} {d.file}  {size}  {d.why}"
+             + (f" -> {d.details['trash']}" if "trash" in d.details else ""))
+    if report.min_offset_after != report.min_offset_before:
+        line(f"  commitlog minimum offset {report.min_offset_before} -> {report.min_offset_after}")
+    changed = [q for q in report.queues if q.min_after != q.min_before or q.files_removed]
+    for q in changed[:SHOWN_LINES]:
+        line(f"  queue {q.topic}/{q.queue_id}: minimum offset {q.min_before} -> {q.min_after}"
+             f" ({abs(q.min_after - q.min_before)} message(s) {'back' if q.min_after < q.min_before else 'removed'}"
+             f"{f', {q.files_removed} file(s)' if q.files_removed else ''})")
+    if len(changed) > SHOWN_LINES:
+        line(f"  ... and {len(changed) - SHOWN_LINES} more queues (--json lists them all)")
+    for loss in report.losses[:SHOWN_LINES]:
+        line(f"  UNREAD  group {loss.group} loses {loss.unread} message(s) of {loss.topic}/{loss.queue_id} "
+             f"(it had read up to offset {loss.consumer_offset})")
+    if len(report.losses) > SHOWN_LINES:
+        line(f"  ... and {len(report.losses) - SHOWN_LINES} more (--json lists them all)")
+    if report.operation == "clean" and report.changed:
+        unread = report.unread_removed
+        line(f"  {report.count('commitlog')} commitlog, {report.count('consumequeue')} consume queue and "
+             f"{report.count('index')} index file(s); {report.messages_removed} message(s) removed"
+             + ("" if unread is None else f", {unread} of them unread by a consumer group"))

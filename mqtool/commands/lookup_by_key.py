@@ -1,0 +1,108 @@
+"""`mqtool lookup-by-key STORE --topic T KEY`: messages by key, found as the broker's
+queryMessage finds them and re-checked against the commitlog; --scan walks the commitlog
+instead of the index.
+
+Exit 0 whether or not anything was found; 1 when an index entry points at bytes that are not
+a record, a found record fails a check, or (without --scan) the index is missing or damaged.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mqtool import options, output
+from mqtool.commands import _show
+from mqtool.commands._show import plural
+from mqtool.errors import ProblemsFound, UsageError
+from mqtool.lookup import LONG_MAX, MAX_MSGS_NUM_BATCH, StoreReader
+
+
+def time_window(begin: str | None, end: str | None) -> tuple[int, int]:
+    first = options.parse_time(begin, "--begin")
+    last = options.parse_time(end, "--end")
+    first = 0 if first is None else first
+    last = LONG_MAX if last is None else last
+    if first > last:
+        raise UsageError(f"--begin ({first}) is after --end ({last})")
+    return first, last
+
+
+def time_options(func):
+    func = click.option("--end", metavar="TIME", help="Only messages stored at or before TIME.")(func)
+    return click.option("--begin", metavar="TIME",
+                        help="Only messages stored at or after TIME (epoch ms or ISO 8601, UTC unless "
+                             "a zone is given). The index keeps times to the second.")(func)
+
+
+@click.command("lookup-by-key")
+@options.store_argument
+@click.argument("key")
+@click.option("--topic", required=True,
+              help="The topic the message is stored under (a delayed message: SCHEDULE_TOPIC_XXXX; "
+                   "a transaction half message: RMQ_SYS_TRANS_HALF_TOPIC).")
+@time_options
+@click.option("--max", "max_num", type=click.IntRange(min=1), default=MAX_MSGS_NUM_BATCH, show_default=True,
+              help="At most this many index hits, the newest (a broker's queryMessage never returns "
+                   "more than maxMsgsNumBatch = 64; mqtool allows more for forensics).")
+@click.option("--scan", is_flag=True,
+              help="Walk the whole commitlog instead of using the index (for a missing or damaged "
+                   "index; reads every record).")
+@options.config_option
+@options.json_option
+@_show.body_options
+@options.progress_option
+def cli(store, key, topic, begin, end, max_num, scan, config_path, settings, as_json, body_format, no_body,
+        progress):
+    """Messages whose KEYS or UNIQ_KEY hold KEY, in topic --topic.
+
+    KEY is one of a message's KEYS (space-separated in the message, each indexed on its own)
+    or its UNIQ_KEY, the msgId a producer's send result shows, so a client's msgId is
+    looked up here too. Every index hit is re-checked against the commitlog: hits of
+    another key or topic with the same hash are dropped (and counted), the same offset
+    found twice is listed once.
+    """
+    first, last = time_window(begin, end)
+    layout = options.open_layout(store, config_path, settings)
+    with StoreReader(layout) as reader:
+        if scan:
+            total = sum(mf.file_size for mf in reader.commitlog.files)
+            with output.progress(total, "scanning the commitlog", enabled=progress) as bar:
+                start = reader.commitlog.min_offset
+                result = reader.scan(topic, key, max_num=max_num, begin=first, end=last,
+                                     progress=lambda offset: bar.update(offset - start))
+        else:
+            result = reader.by_key(topic, key, max_num=max_num, begin=first, end=last)
+        show = _show.MessageOutput(f"{topic} / {key}", as_json, body_format, no_body)
+        for found in result.messages:
+            show.message(found)
+        for problem in result.problems:
+            show.problem(problem)
+        missing_index = not scan and not result.index_files and not result.problems
+        summary = result.summary()
+        if missing_index:
+            summary["problems"] = 1
+        show.finish(summary, _notes(result, max_num))
+    if missing_index:
+        raise ProblemsFound(f"no index files in {layout.index_dir}: the key cannot be looked up through "
+                            "the index (use --scan to search the commitlog)")
+    _show.fail_on_problems(result.problems, [m for m in result.messages if not m.ok])
+
+
+def _notes(result, max_num: int) -> list[str]:
+    notes = [f"{plural(len(result.messages), 'message')} found ({result.source})"]
+    if result.dropped:
+        notes.append(f"{plural(result.dropped, 'index hit')} dropped: the record there belongs to another "
+                     "key or topic with the same hash (a hash collision)")
+    if result.duplicates:
+        notes.append(f"{result.duplicates} duplicate index {'entry' if result.duplicates == 1 else 'entries'} "
+                     "(the same offset again) listed once")
+    if result.expired:
+        notes.append(f"{plural(result.expired, 'index hit')} {'points' if result.expired == 1 else 'point'} "
+                     "below the commitlog's first file (deleted messages)")
+    if result.source == "scan" and result.hits > max_num:
+        notes.append(f"kept the newest {max_num} of {result.hits} matches (--max {max_num})")
+    elif result.source == "index" and result.hits >= max_num:
+        notes.append(f"stopped at --max {max_num} index hits: older matches may exist")
+    if result.source == "index" and result.problems:
+        notes.append("the index or the offsets it holds are damaged: --scan searches the commitlog instead")
+    return notes

@@ -1,0 +1,72 @@
+"""`mqtool rebuild-cq STORE`: consume queues (and with --index the index) built again from the commitlog."""
+
+from __future__ import annotations
+
+import click
+
+from mqtool import options, output, rebuild
+from mqtool.layout import discover
+from mqtool.store import lock_store
+
+
+@click.command("rebuild-cq")
+@options.store_argument
+@options.config_option
+@options.json_option
+@click.option("--topic", "topics", multiple=True, help="Only this topic's queues (repeatable).")
+@click.option("--index", "with_index", is_flag=True, help="Rebuild the index files too (all topics).")
+@click.option("--dry-run", is_flag=True, help="Say what would be rebuilt; change nothing.")
+@click.option("--no-quarantine", is_flag=True, help="Delete the replaced files instead of keeping them.")
+@click.option("--quarantine-dir", type=click.Path(file_okay=False, path_type=str),
+              help="Keep the replaced files here instead of STORE/quarantine/.")
+@options.progress_option
+def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_quarantine, quarantine_dir,
+        progress):
+    """Rebuild consume queues from the commitlog, byte for byte as a broker writes them.
+
+    The commitlog's valid records (up to the first damage: run `recover` first on a damaged
+    store) are dispatched again into a staging directory; then the rebuilt queues replace the
+    old ones, which go to the quarantine.  A record whose topic cannot be a directory name is
+    reported and never becomes a path.  Refused (exit 3) while a broker holds the lock.
+    """
+    if with_index and topics:
+        raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
+    config = options.store_config_for_write(store, config_path, settings)
+    layout = discover(config, config_given=True)
+    fd = lock_store(layout, write=not dry_run)
+    try:
+        total = sum(f.size for f in layout.commitlog_files())
+        with output.progress(total, "rebuild-cq", enabled=progress) as bar:
+            report = rebuild.rebuild(layout, topics_wanted=topics or None, with_index=with_index, dry_run=dry_run,
+                                     keep_old=not no_quarantine, quarantine_dir=quarantine_dir,
+                                     on_progress=bar.advance)
+    finally:
+        if fd >= 0:
+            import os
+
+            os.close(fd)
+    if as_json:
+        output.emit_json({**report.to_json(), "dryRun": dry_run})
+    else:
+        console = output.stdout()
+        verb = "would rebuild" if dry_run else "rebuilt"
+        console.print(f"{verb} from commitlog offsets {report.start}..{report.end}: {report.records:,} records, "
+                      f"{report.units:,} consume queue units, {report.keys:,} index keys "
+                      f"in {report.seconds:.2f} s", highlight=False, markup=False)
+        if report.stop is not None:
+            console.print(f"  the commitlog is damaged at {report.stop.path} byte {report.stop.file_offset} "
+                          f"({report.stop.kind}); later records were not dispatched: run `mqtool recover`",
+                          highlight=False, markup=False)
+        for topic, queue_id, units in report.queues:
+            console.print(f"  {topic}/{queue_id}: {units:,} units", highlight=False, markup=False)
+        for topic, queue_id in report.removed_queues:
+            console.print(f"  {topic}/{queue_id}: no records left; queue removed", highlight=False, markup=False)
+        for topic, count in report.unsafe_topics.items():
+            console.print(f"  refused {count} record(s) of topic {topic!r}: not a valid topic name",
+                          highlight=False, markup=False)
+        if report.quarantine:
+            console.print(f"  replaced files are kept in {report.quarantine}", highlight=False, markup=False)
+    if report.stop is not None or report.unsafe_topics:
+        from mqtool.errors import ProblemsFound
+
+        raise ProblemsFound("the commitlog has problems (see above); the rebuilt queues cover its valid part")

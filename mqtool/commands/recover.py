@@ -1,0 +1,88 @@
+"""`mqtool recover STORE`: a broker's recovery, run by an operator, with a plan and a quarantine.
+
+The recovery is the store's own (mqtool/recovery.py, what `append` runs on
+open); the command adds the operator's safety: --dry-run shows the plan and
+changes nothing, every cut byte and removed file is kept in the quarantine
+first, and a clean close leaves a store a broker opens without recovering.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mqtool import options, output
+from mqtool.errors import ProblemsFound
+from mqtool.store import MessageStore
+
+
+@click.command("recover")
+@options.store_argument
+@options.config_option
+@options.json_option
+@click.option("--mode", type=click.Choice(["auto", "normal", "abnormal"]), default="auto", show_default=True,
+              help="auto: abnormal when the abort file says the last run crashed, as a broker decides.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing (exit 1 if it would change something).")
+@click.option("--no-quarantine", is_flag=True, help="Do not keep the cut bytes and removed files.")
+@click.option("--quarantine-dir", type=click.Path(file_okay=False, path_type=str),
+              help="Keep cut bytes here instead of STORE/quarantine/ (another disk, when this one is full).")
+def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, quarantine_dir):
+    """Recover a store as a broker's start would: cut what is not valid, rebuild what is missing.
+
+    Normal recovery (no abort file) checks the last three commitlog files; abnormal recovery
+    starts where the checkpoint says everything was safe and dispatches everything after it
+    again.  Cut bytes are zero-filled (files keep their size) and later files removed, all of
+    it kept in the quarantine first.  Refused (exit 3) while a broker holds the lock; the lock
+    is held while recovering.
+    """
+    config = options.store_config_for_write(store, config_path, settings)
+    engine = MessageStore(config, quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
+                          start_services=False)
+    if dry_run:
+        engine.open(recovery_mode=mode, dry_run=True)
+        plan = engine.recovery_plan
+        _show(plan, as_json, applied=False, quarantine=None)
+        if plan.changes_anything:
+            raise ProblemsFound("the store needs recovery (see the plan above); run without --dry-run")
+        return
+    engine.open(recovery_mode=mode)
+    plan = engine.recovery_plan
+    quarantine = engine.quarantine.dir
+    engine.close()
+    _show(plan, as_json, applied=True, quarantine=quarantine)
+
+
+def _show(plan, as_json: bool, *, applied: bool, quarantine) -> None:
+    data = plan.to_json()
+    data["applied"] = applied
+    data["quarantine"] = str(quarantine) if quarantine else None
+    if as_json:
+        output.emit_json(data)
+        return
+    verb = "" if applied else "would "
+    lines = [f"{plan.mode} recovery: walked the commitlog from offset {plan.walk_from}, "
+             f"{plan.records_checked:,} records valid; the data ends at {plan.cut}"]
+    if plan.stop is not None:
+        lines.append(f"  stopped by {plan.stop.kind} at {plan.stop.path} byte {plan.stop.file_offset}: "
+                     f"{plan.stop.message}")
+    if plan.data_end > plan.cut:
+        lines.append(f"  {verb}zero {plan.data_end - plan.cut:,} bytes after the cut "
+                     f"(offsets {plan.cut}..{plan.data_end})")
+    for path in plan.removed_files:
+        lines.append(f"  {verb}remove commitlog file {path} (beyond the cut)")
+    for cut in plan.queue_cuts:
+        lines.append(f"  {verb}cut consume queue {cut.topic}/{cut.queue_id} to {cut.keep_bytes // 20} units "
+                     f"({cut.reason})")
+    for path in plan.dropped_index_files:
+        lines.append(f"  {verb}drop index file {path} (newer than the checkpoint)")
+    for path in plan.rebuilt_index_files:
+        lines.append(f"  {verb}rebuild index file {path} (entries at or past the cut)")
+    if plan.redispatch_from < plan.cut:
+        lines.append(f"  {verb}dispatch commitlog offsets {plan.redispatch_from}..{plan.cut} again "
+                     f"({plan.cut - plan.redispatch_from:,} bytes) into consume queues and index")
+    if not plan.changes_anything:
+        lines.append("  nothing to do: the store is consistent")
+    if applied and quarantine:
+        lines.append(f"  everything cut or removed is kept in {quarantine} (see its manifest.json)")
+    console = output.stdout()
+    for line in lines:
+        console.print(line, highlight=False, markup=False)

@@ -1,0 +1,54 @@
+"""`mqtool salvage STORE OUT`: every intact message of a damaged store, copied into a new store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mqtool import options, output, rebuild
+from mqtool.errors import ProblemsFound, UsageError
+from mqtool.store import MessageStore
+
+
+@click.command("salvage")
+@options.store_argument
+@click.argument("out", metavar="OUT", type=click.Path(file_okay=False, path_type=str))
+@options.config_option
+@options.json_option
+@options.progress_option
+def cli(store, out, config_path, settings, as_json, progress):
+    """Copy every intact message (magic code and body CRC check) of STORE into a new store OUT.
+
+    Damaged regions are skipped by resynchronising on the next valid record and reported.
+    OUT gets fresh consume queues and index, and STORE's file sizes and format unless --set
+    says otherwise; queue offsets are numbered again (no holes).  STORE is only read.
+    Exit 1 when anything had to be skipped.
+    """
+    target = Path(out)
+    if target.exists() and any(target.iterdir()):
+        raise UsageError(f"{out}: OUT must be a new or empty directory")
+    source = options.open_layout(store, config_path, settings)
+    config = options.store_config_for_write(store, config_path, settings).replace(storePathRootDir=str(target),
+                                                                                   storePathCommitLog=None,
+                                                                                   readOnlyCommitLogStorePaths=None)
+    total = sum(f.size for f in source.commitlog_files())
+    with MessageStore(config, start_services=False) as engine:
+        with output.progress(total, "salvage", enabled=progress) as bar:
+            report = rebuild.salvage(source, engine, on_progress=bar.advance)
+    if as_json:
+        output.emit_json(report.to_json())
+    else:
+        console = output.stdout()
+        console.print(f"copied {report.copied:,} messages into {out}", highlight=False, markup=False)
+        for problem in report.damage:
+            console.print(f"  skipped {problem.skipped:,} bytes at {problem.path} byte {problem.file_offset}: "
+                          f"{problem.kind}", highlight=False, markup=False)
+        if report.skipped_records:
+            console.print(f"  skipped {report.skipped_records} record(s) whose body CRC does not match",
+                          highlight=False, markup=False)
+        if report.dangling_prepared:
+            console.print(f"  {report.dangling_prepared} commit/rollback record(s) refer to a prepared record "
+                          "that was not recovered", highlight=False, markup=False)
+    if report.damage or report.skipped_records or report.unsafe_topics:
+        raise ProblemsFound(f"damaged data was skipped; {report.copied} messages were saved to {out}")

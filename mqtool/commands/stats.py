@@ -1,0 +1,118 @@
+"""`mqtool stats STORE...`: what the stores hold, per topic and queue (like pg_waldump --stats).
+
+Counts, bytes, first/last store time, a size histogram, distinct keys and
+messages per hour, for the messages that pass their checks.  Damage is
+counted per store, and makes the exit status 1, as in dump.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+import humanize
+
+from mqtool import options, output, pipeline, storeinfo, storestats
+from mqtool.commands import engineopts
+from mqtool.errors import ProblemsFound
+
+
+@click.command("stats")
+@engineopts.stores_argument
+@options.config_option
+@options.json_option
+@engineopts.filter_options
+@engineopts.engine_options
+@click.option("--no-crc", is_flag=True, help="Do not recompute body CRCs.")
+def cli(stores, config_path, settings, as_json, topics, since, until, engine, jobs, master, spark_conf,
+        no_crc):
+    """Messages, bytes, store times, sizes, distinct keys and messages per hour, per topic and queue.
+
+    STORE is a store directory, NAME=DIR, or a directory with one store per broker; several
+    stores are summed up together, each under its broker name.
+    """
+    found = pipeline.find_stores(stores, config_path, settings)
+    filters = pipeline.cli_filters(topics, since, until)
+    runner = engineopts.open_engine(engine, jobs, master, spark_conf)
+    try:
+        parts = pipeline.commitlog_parts(found, filters)
+        scan = functools.partial(storestats.scan, filters=filters, check_crc=not no_crc)
+        lines = storestats.report(storestats.merge(runner.map(scan, parts)))
+    finally:
+        runner.close()
+    if as_json:
+        for line in lines:
+            output.emit_json(line)
+    else:
+        _tables(lines, several=len(found) > 1)
+    total = lines[-1]
+    if total["problems"]:
+        damaged = [l for l in lines if l["type"] == "store" and l["problems"]]
+        raise ProblemsFound(f"{total['problems']} problem(s) found in {len(damaged)} store(s); "
+                            "see `mqtool dump STORE commitlog` for where")
+
+
+def _time(millis) -> str:
+    iso = storeinfo.iso(millis)
+    return iso.replace("+00:00", "Z") if iso else "-"
+
+
+def _rate(line) -> str:
+    """Messages per hour over the hours from the first to the last message, and the busiest hour."""
+    hours = line["messagesPerHour"]
+    if not hours:
+        return "-"
+    span = line["lastStoreTimestamp"] // storestats.HOUR_MS - line["firstStoreTimestamp"] // storestats.HOUR_MS + 1
+    return f"{line['messages'] / span:,.0f} ({max(hours.values()):,})"
+
+
+def _tables(lines, several: bool) -> None:
+    queues = [l for l in lines if l["type"] == "queue"]
+    topics = [l for l in lines if l["type"] == "topic"]
+    stores = [l for l in lines if l["type"] == "store"]
+    total = lines[-1]
+    right = {"justify": "right"}
+    lead = [("broker", {})] if several else []
+    table = output.TableStream("messages per topic and queue", lead + [
+        ("topic", {}), ("queue", right), ("messages", right), ("%", right), ("bytes", right), ("%", right),
+        ("first store time", {}), ("last store time", {}), ("distinct keys", right),
+        ("per hour (peak)", right)])
+
+    def add(line, topic, queue):
+        table.add(*([line.get("broker", "")] if several else []), topic, queue, f"{line['messages']:,}",
+                  f"{line['messagesPercent']:.2f}", humanize.naturalsize(line["bytes"], binary=True),
+                  f"{line['bytesPercent']:.2f}", _time(line["firstStoreTimestamp"]),
+                  _time(line["lastStoreTimestamp"]), f"{line['distinctKeys']:,}", _rate(line))
+
+    for topic in topics:   # each topic's queues, then the topic's total
+        for line in queues:
+            if (line["broker"], line["topic"]) == (topic["broker"], topic["topic"]):
+                add(line, line["topic"], line["queueId"])
+        if topic["queues"] > 1:
+            add(topic, topic["topic"], "all")
+    if queues:
+        add({**total, "broker": ""}, "Total", "")
+    table.flush()
+
+    sizes: dict = {}
+    for line in queues:
+        for bucket, n in line["sizeHistogram"].items():
+            sizes[int(bucket)] = sizes.get(int(bucket), 0) + n
+    if sizes:
+        hist = output.TableStream("record sizes (storeSize)", [("up to", right), ("messages", right),
+                                                               ("%", right), ("", {})])
+        peak = max(sizes.values())
+        for bucket, n in sorted(sizes.items()):
+            hist.add(humanize.naturalsize(bucket, binary=True, format="%.0f"), f"{n:,}",
+                     f"{100 * n / total['messages']:.2f}", "#" * max(1, round(30 * n / peak)))
+        hist.flush()
+
+    st = output.TableStream("stores", [("broker", {}), ("store", {}), ("files", right), ("records", right),
+                                       ("damaged records", right), ("problems", right), ("blanks", right),
+                                       ("bytes", right)])
+    for line in stores:
+        kinds = ", ".join(f"{k} {v}" for k, v in line["problemKinds"].items())
+        st.add(line["broker"], line["store"], line["files"], f"{line['records']:,}", line["damagedRecords"],
+               f"{line['problems']}" + (f" ({kinds})" if kinds else ""), line["blanks"],
+               humanize.naturalsize(line["bytes"], binary=True))
+    st.flush()

@@ -1,0 +1,318 @@
+"""The pipeline on Spark (local[2]): the rocketmq data sources, export, stats and per-file scans,
+against what real RocketMQ reports for the fixtures (expected-read.jsonl) and against stores written
+by mqtool's engine.
+
+These tests need PySpark and Java 17+ (`./bootstrap` installs both).  They never skip: a machine
+without them fails here, loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DAMAGED, UNDAMAGED, expected_read
+from pipeline_expect import (assert_row_is_broker_record, assert_stats_lines, broker_records, expected_stats,
+                             fixture_change, fixture_summary, stats_from_records, write_engine_store)
+from mqtool import commitlog, exporter, pipeline
+from mqtool.commitlog import Problem
+from mqtool.formats.commitlog import Blank, Record
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from mqtool import sparksource
+
+    session, created = sparksource.session("local[2]", conf=["spark.sql.shuffle.partitions=4"])
+    assert created, "another SparkSession was already active"
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def engine(spark):
+    from mqtool.sparksource import SparkEngine
+
+    return SparkEngine(spark)
+
+
+@pytest.fixture(scope="session")
+def engine_store(tmp_path_factory):
+    """A store written by mqtool's engine in 64 KiB files: (root, [(spec, PutResult)])."""
+    root = tmp_path_factory.mktemp("engine") / "broker-e" / "store"
+    return root, write_engine_store(root)
+
+
+def rows_of(df) -> list[dict]:
+    return [row.asDict(recursive=True) for row in df.collect()]
+
+
+def stores_arg(extracted, names):
+    return [f"{name}={extracted(name)}" for name in names]
+
+
+# ------------------------------------------------------------------ the data source
+
+def test_one_dataframe_holds_exactly_the_brokers_records(spark, extracted):
+    """All undamaged fixtures as one DataFrame: per broker, exactly the records RocketMQ reads."""
+    df = spark.read.format("rocketmq").option("withBody", "true") \
+        .load(stores_arg(extracted, UNDAMAGED))
+    assert df.schema == spark.createDataFrame([], pipeline.ddl(pipeline.columns(True))).schema
+    rows = rows_of(df)
+    by_broker: dict = {}
+    for row in rows:
+        by_broker.setdefault(row["broker"], {})[row["commitLogOffset"]] = row
+    assert sorted(by_broker) == sorted(UNDAMAGED)
+    for name in UNDAMAGED:
+        mine, theirs = by_broker[name], broker_records(name)
+        assert sorted(mine) == sorted(theirs), name
+        for offset, expected in theirs.items():
+            row = mine[offset]
+            assert_row_is_broker_record(row, expected)
+            assert row["ok"] is True and row["problems"] == []
+            assert row["store"] == str(extracted(name).resolve())
+            start = int(Path(row["file"]).name)
+            assert row["file"].startswith("commitlog/") and row["fileOffset"] == offset - start
+        end = next(l for l in expected_read(name) if l["type"] == "commitlog_end")
+        assert len(mine) == end["records"]
+
+
+def test_damaged_fixtures_flag_the_records_that_fail_their_checks(spark, extracted):
+    df = spark.read.format("rocketmq").option("problems", "true").load(stores_arg(extracted, DAMAGED))
+    rows = rows_of(df)
+    # flipped-body-byte: every record is on disk; the broker cut at the one whose CRC fails
+    flipped = [r for r in rows if r["broker"] == "flipped-body-byte"]
+    summary = fixture_summary("flipped-body-byte")
+    assert len(flipped) == summary["messagesWritten"]
+    bad = [r for r in flipped if not r["ok"]]
+    assert [r["commitLogOffset"] for r in bad] == [summary["maxPhyOffsetAfterRecovery"]]
+    assert [p["kind"] for p in bad[0]["problems"]] == ["crc-mismatch"]
+    by_offset = {r["commitLogOffset"]: r for r in flipped}
+    for offset, expected in broker_records("flipped-body-byte").items():
+        assert by_offset[offset]["ok"] is True
+        assert_row_is_broker_record(by_offset[offset], expected)
+    # garbage-tail: all 50 records pass; the garbage is a problem row of its own
+    garbage = [r for r in rows if r["broker"] == "garbage-tail"]
+    records = [r for r in garbage if r["topic"] is not None]
+    assert len(records) == 50 and all(r["ok"] for r in records)
+    assert sorted(r["commitLogOffset"] for r in records) == sorted(broker_records("garbage-tail"))
+    (problem,) = [r for r in garbage if r["topic"] is None]
+    change = fixture_change("garbage-tail")
+    assert problem["ok"] is False and problem["problems"][0]["kind"] == "bad-magic"
+    assert (problem["file"], problem["fileOffset"]) == (change["file"], change["fileOffset"])
+    # without option("problems") only records are rows
+    assert spark.read.format("rocketmq").load(str(extracted("garbage-tail"))).count() == 50
+
+
+def test_store_written_by_the_engine_and_a_directory_of_stores(spark, engine_store, extracted, tmp_path):
+    """A fleet directory (one store per broker, broker-x/ or broker-x/store/) is one DataFrame."""
+    root, results = engine_store
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    (fleet / "broker-e").symlink_to(root.parent)          # broker-e/store/commitlog/...
+    (fleet / "broker-b").symlink_to(extracted("basic"))   # broker-b/commitlog/...
+    df = spark.read.format("rocketmq").option("withBody", "true").load(str(fleet))
+    rows = rows_of(df)
+    assert {r["broker"] for r in rows} == {"broker-e", "broker-b"}
+    mine = {r["commitLogOffset"]: r for r in rows if r["broker"] == "broker-e"}
+    assert sorted(mine) == [result.wrote_offset for _, result in results]
+    for spec, result in results:
+        row = mine[result.wrote_offset]
+        assert (row["topic"], row["queueId"], row["queueOffset"]) == (result.topic, result.queue_id,
+                                                                     result.queue_offset)
+        assert (row["storeSize"], row["msgId"], row["storeTimestamp"]) == (result.wrote_bytes, result.msg_id,
+                                                                          result.store_timestamp)
+        assert (row["tags"], row["keys"], row["uniqKey"]) == (spec["tags"], spec["keys"],
+                                                            spec["properties"]["UNIQ_KEY"])
+        pattern = spec["bodyPattern"]
+        body = (pattern["text"].encode() * (pattern["size"] // len(pattern["text"]) + 1))[:pattern["size"]]
+        assert bytes(row["body"]) == body and row["ok"] is True
+    assert len([r for r in rows if r["broker"] == "broker-b"]) == 50
+
+
+def test_consume_queue_source_matches_the_brokers_units(spark, extracted):
+    names = ["basic", "multifile", "features"]
+    rows = rows_of(spark.read.format("rocketmq_cq").load(stores_arg(extracted, names)))
+    for name in names:
+        mine = {(r["topic"], r["queueId"], r["queueOffset"]): (r["commitLogOffset"], r["size"], r["tagsCode"])
+                for r in rows if r["broker"] == name and r["ok"]}
+        theirs = {(u["topic"], u["queueId"], u["offset"]): (u["commitLogOffset"], u["size"], u["tagsCode"])
+                  for u in expected_read(name) if u["type"] == "cq_unit"}
+        assert mine == theirs, name
+
+
+def test_filters_pushed_down_give_what_spark_filters_give(spark, extracted):
+    """option("pushdown", "true"): the reader takes topic, queue, time and offset filters."""
+    path = str(extracted("multifile"))
+    times = sorted(r["storeTimestamp"] for r in broker_records("multifile").values())
+    lo, hi = times[len(times) // 4], times[len(times) // 2]
+    condition = (f"topic in ('OrderTopic', 'AuditTopic') and queueId = 0 and storeTimestamp >= {lo} "
+                 f"and storeTimestamp < {hi} and commitLogOffset > 100000 and commitLogOffset <= 2000000")
+    key = lambda r: r["commitLogOffset"]  # noqa: E731
+    plain = spark.read.format("rocketmq").load(path).where(condition)
+    pushed = spark.read.format("rocketmq").option("pushdown", "true").load(path).where(condition)
+    expected = sorted(rows_of(plain), key=key)
+    assert expected and sorted(rows_of(pushed), key=key) == expected
+    # Spark's own Filter keeps only what the reader did not take (here: the IS NOT NULLs)
+    def spark_filter(df):
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        return " ".join(line for line in plan.splitlines() if " Filter " in line)
+    assert "OrderTopic" in spark_filter(plain) and "<=" in spark_filter(plain)
+    assert "isnotnull(queueId" in spark_filter(pushed)
+    for taken in ("OrderTopic", "=", ">", "<"):
+        assert taken not in spark_filter(pushed)
+    # the same through the CQ source
+    cq_pushed = spark.read.format("rocketmq_cq").option("pushdown", "true").load(path).where("topic = 'PaymentTopic'")
+    assert cq_pushed.count() == sum(1 for r in broker_records("multifile").values() if r["topic"] == "PaymentTopic")
+
+
+def test_pushdown_prunes_files_and_records_in_the_reader(extracted):
+    """What Spark hands pushFilters, applied to the reader directly."""
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan, StringContains
+
+    from mqtool.sparksource import PushdownCommitLogReader
+
+    reader = PushdownCommitLogReader({"path": str(extracted("multifile"))})
+    unsupported = StringContains(("keys",), "x")
+    filters = [In(("topic",), ("AuditTopic",)), GreaterThanOrEqual(("commitLogOffset",), 65536),
+               LessThan(("commitLogOffset",), 3 * 65536), EqualTo(("broker",), "multifile"), unsupported]
+    assert list(reader.pushFilters(filters)) == [unsupported]
+    parts = [p.value for p in reader.partitions()]
+    assert [p.file_from for p in parts] == [65536, 2 * 65536]
+    rows = [r for p in parts for r in pipeline.rows(p, reader.filters)]
+    expected = sorted(o for o, r in broker_records("multifile").items()
+                      if r["topic"] == "AuditTopic" and 65536 <= o < 3 * 65536)
+    assert sorted(r[7] for r in rows) == expected
+
+
+def test_without_pushdown_a_dataframe_can_be_queried_again(spark, extracted):
+    """Spark 4.1-4.3 keep pushed filters on the DataFrame; the default reader pushes none."""
+    df = spark.read.format("rocketmq").load(str(extracted("multifile")))
+    df.createOrReplaceTempView("multifile")
+    audit = spark.sql("select count(*) from multifile where topic = 'AuditTopic'").collect()[0][0]
+    assert audit == sum(1 for r in broker_records("multifile").values() if r["topic"] == "AuditTopic")
+    assert spark.sql("select count(*) from multifile").collect()[0][0] == len(broker_records("multifile"))
+
+
+# ------------------------------------------------------------------ per-file scans on Spark
+
+def test_map_runs_a_per_file_scan_like_the_local_walk(engine, extracted, engine_store):
+    """SparkEngine.map (what verify-crc/rebuild-cq --engine spark will build on): per-file counts
+    of records, BLANKs and problems equal one local walk over the whole commitlog."""
+    names = UNDAMAGED + DAMAGED
+    stores = pipeline.find_stores([f"{n}={extracted(n)}" for n in names] + [str(engine_store[0])])
+    parts = pipeline.commitlog_parts(stores)
+    on_spark = engine.map(pipeline.count_entries, parts)
+    assert on_spark == pipeline.LocalEngine(1).map(pipeline.count_entries, parts)
+    assert on_spark == pipeline.LocalEngine(2).map(pipeline.count_entries, parts)
+    for store in stores:
+        layout = store.layout()
+        walked: dict = {}
+        with commitlog.open_queue(layout) as queue:
+            for entry in commitlog.walk(queue, path_display=lambda p: str(Path(p).relative_to(layout.root))):
+                if isinstance(entry, (Record, Blank, Problem)):
+                    path = entry.path if isinstance(entry, Problem) else _file_of(layout, entry.offset)
+                    counts = walked.setdefault(path, [0, 0, 0])
+                    if isinstance(entry, Record):
+                        counts[0] += 1
+                        counts[2] += len(commitlog.record_problems(entry))
+                    elif isinstance(entry, Blank):
+                        counts[1] += 1
+                    else:
+                        counts[2] += 1
+        mine = {c.file: [c.records, c.blanks, c.problems]
+                for p, c in zip(parts, on_spark) if p.broker == store.broker and (c.records or c.blanks or c.problems)}
+        assert mine == walked, store.broker
+    assert sum(c.problems for p, c in zip(parts, on_spark) if p.broker in DAMAGED) == 2
+
+
+def _file_of(layout, offset):
+    size = layout.commitlog_file_size()
+    return f"commitlog/{offset - offset % size:020d}"
+
+
+# ------------------------------------------------------------------ export and stats
+
+@pytest.mark.parametrize("engine_name,fmt", [("spark", "parquet"), ("spark", "jsonl"), ("local", "parquet"),
+                                             ("local", "jsonl")])
+def test_export_reads_back_equal_to_the_dataframe(engine_name, fmt, spark, extracted, engine_store, run_cli,
+                                                  tmp_path):
+    names = ["features", "flipped-body-byte"]
+    args = stores_arg(extracted, names) + [f"engine={engine_store[0]}"]
+    out = tmp_path / "out"
+    result = run_cli("export", *args, "--out", out, "--format", fmt, "--with-body", "--engine", engine_name,
+                     "--json")
+    assert result.code == 0, result.err
+    (summary,) = result.json_lines()
+    cols = pipeline.columns(True)
+    names_in_order = [n for n, _ in cols]
+    if fmt == "parquet":
+        back = spark.read.parquet(str(out))
+    else:
+        back = spark.read.schema(pipeline.ddl(cols)).json(str(out))
+    df = spark.read.format("rocketmq").option("withBody", "true").load(args)
+    key = lambda r: (r["broker"], r["commitLogOffset"])  # noqa: E731
+    expected = sorted(rows_of(df), key=key)
+    got = sorted(rows_of(back.select(*names_in_order)), key=key)
+    assert len(got) == len(expected) == summary["rows"]
+    assert got == expected
+    assert summary["damagedRows"] == 1
+    # one directory per topic, named as Spark names partitions (%RETRY% topics escaped)
+    topics = {r["topic"] for r in expected}
+    assert {p.name for p in out.iterdir() if p.is_dir()} == {f"topic={exporter.escape_path_name(t)}" for t in topics}
+    assert "topic=%25RETRY%25group-a" in {p.name for p in out.iterdir()}
+
+
+@pytest.mark.parametrize("engine_name", ["spark", "local"])
+def test_stats_equal_counts_from_expected_read(engine_name, spark, extracted, engine_store, run_cli):
+    args = stores_arg(extracted, UNDAMAGED) + [f"engine={engine_store[0]}"]
+    extra = ["--jobs", "2"] if engine_name == "local" else []
+    result = run_cli("stats", *args, "--json", "--engine", engine_name, *extra)
+    assert result.code == 0, result.err
+    lines = result.json_lines()
+    expected = {}
+    for name in UNDAMAGED:
+        expected.update(expected_stats(name, name))
+    root, results = engine_store
+    expected.update(stats_from_records("engine", [
+        {"topic": r.topic, "queueId": r.queue_id, "storeSize": r.wrote_bytes, "storeTimestamp": r.store_timestamp,
+         "keys": spec["keys"]} for spec, r in results]))
+    assert_stats_lines(lines, expected)
+    stores = {l["broker"]: l for l in lines if l["type"] == "store"}
+    for name in UNDAMAGED:
+        end = next(l for l in expected_read(name) if l["type"] == "commitlog_end")
+        assert (stores[name]["records"], stores[name]["blanks"], stores[name]["problems"]) == \
+            (end["records"], end["blanks"], 0)
+
+
+def test_stats_on_damaged_stores_exit_1_with_the_damage_counted(extracted, run_cli, spark):
+    result = run_cli("stats", *stores_arg(extracted, DAMAGED), "--json", "--engine", "spark")
+    assert result.code == 1
+    stores = {l["broker"]: l for l in result.json_lines() if l["type"] == "store"}
+    assert stores["flipped-body-byte"]["damagedRecords"] == 1
+    assert stores["flipped-body-byte"]["problemKinds"] == {"crc-mismatch": 1}
+    assert stores["garbage-tail"]["problemKinds"] == {"bad-magic": 1}
+    assert "2 problem(s)" in result.err
+
+
+def test_stats_tables_and_topic_filter(extracted, run_cli, spark):
+    result = run_cli("stats", str(extracted("multifile")), "--topic", "AuditTopic", "--engine", "spark")
+    assert result.code == 0, result.err
+    assert "AuditTopic" in result.out and "OrderTopic" not in result.out
+    assert "588" in result.out and "record sizes" in result.out
+
+
+def test_python_workers_run_this_interpreter(spark):
+    """Local mode: Spark's Python workers are the venv's Python, so they import this mqtool."""
+    import mqtool
+
+    def where(_):
+        import mqtool as m
+        return sys.executable, m.__file__
+
+    (got,) = set(spark.sparkContext.parallelize([1, 2], 2).map(where).collect())
+    assert got == (sys.executable, mqtool.__file__)
+    assert os.environ.get("PYSPARK_PYTHON") == sys.executable

@@ -1,0 +1,208 @@
+"""verify-crc: clean stores are clean; each kind of damage is reported at its true offset."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from conftest import ALL_FIXTURES, UNDAMAGED, expected_read, fixture_dir
+from mqtool.formats import index as index_format
+
+
+def problems(run_cli, store, *args):
+    result = run_cli("verify-crc", store, "--json", *args)
+    lines = result.json_lines()
+    assert lines[-1]["type"] == "summary"
+    return result, [l for l in lines if l["type"] == "problem"], lines[-1]
+
+
+def records(name):
+    return [l for l in expected_read(name) if l["type"] == "commitlog_record"]
+
+
+@pytest.mark.parametrize("name", UNDAMAGED)
+def test_clean_fixtures_are_clean(name, extracted, run_cli):
+    result, found, summary = problems(run_cli, extracted(name))
+    assert result.code == 0, found
+    assert found == []
+    assert summary["records"] == len(records(name))
+    assert summary["units"] == len([l for l in expected_read(name) if l["type"] == "cq_unit"])
+    pre = next(l for l in expected_read(name) if l["type"] == "pre")
+    assert summary["entries"] == sum(f["indexCount"] - 1 for f in pre["indexFiles"])
+
+
+@pytest.mark.parametrize("name", ["flipped-body-byte", "garbage-tail"])
+def test_the_damaged_fixtures(name, extracted, run_cli):
+    change = json.loads((fixture_dir(name) / "corruption.json").read_text())["changes"][0]
+    result, found, _ = problems(run_cli, extracted(name))
+    assert result.code == 1
+    (problem,) = found
+    assert problem["file"] == change["file"]
+    if name == "flipped-body-byte":
+        record = next(r for r in records("basic") if r["offset"] <= change["fileOffset"] < r["offset"] + r["size"])
+        assert (problem["kind"], problem["fileOffset"]) == ("crc-mismatch", record["offset"])
+        assert problem["expected"] == record["message"]["bodyCRC"]
+    else:
+        assert (problem["kind"], problem["fileOffset"]) == ("bad-magic", change["fileOffset"])
+        assert problem["skippedBytes"] == change["length"]
+    assert "Traceback" not in result.err and result.err.startswith("mqtool: ")
+
+
+def _patch(path: Path, offset: int, data: bytes) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+def test_flipped_header_byte_is_found_and_the_walk_resynchronises(store_copy, run_cli):
+    store = store_copy("basic")
+    target = records("basic")[10]
+    _patch(store / "commitlog" / "00000000000000000000", target["offset"] + 4, b"\x00")   # magic
+    result, found, summary = problems(run_cli, store, "--scope", "commitlog")
+    assert result.code == 1
+    problem, gap = found
+    assert (problem["kind"], problem["fileOffset"]) == ("bad-magic", target["offset"])
+    assert problem["skippedBytes"] == target["size"]
+    assert summary["records"] == len(records("basic")) - 1       # everything after it is still checked
+    # the skipped record's queue offset is missing from its queue: the next one says so
+    nxt = next(r for r in records("basic") if r["offset"] > target["offset"]
+               and r["dispatch"]["queueId"] == target["dispatch"]["queueId"])
+    assert (gap["kind"], gap["fileOffset"]) == ("queue-offset-order", nxt["offset"])
+    assert gap["expected"] == target["dispatch"]["consumeQueueOffset"]
+
+
+def test_physical_offset_field_and_queue_offset_order(store_copy, run_cli):
+    store = store_copy("basic")
+    path = store / "commitlog" / "00000000000000000000"
+    a, b = records("basic")[3], records("basic")[20]
+    _patch(path, a["offset"] + 28, struct.pack(">q", 999))
+    _patch(path, b["offset"] + 20, struct.pack(">q", 77))
+    result, found, _ = problems(run_cli, store, "--scope", "commitlog", "--no-crc")
+    kinds = {(p["kind"], p["fileOffset"]) for p in found}
+    assert ("offset-mismatch", a["offset"]) in kinds
+    assert ("queue-offset-order", b["offset"]) in kinds
+    order = [p for p in found if p["kind"] == "queue-offset-order" and p["fileOffset"] == b["offset"]][0]
+    assert order["found"] == 77 and order["expected"] == b["dispatch"]["consumeQueueOffset"]
+    assert result.code == 1
+
+
+def test_cut_commitlog_file(store_copy, run_cli):
+    store = store_copy("multifile")
+    path = store / "commitlog" / "00000000000000065536"
+    path.write_bytes(path.read_bytes()[:40000])
+    result, found, _ = problems(run_cli, store, "--scope", "commitlog")
+    assert result.code == 1
+    kinds = {p["kind"] for p in found}
+    assert "bad-file-size" in kinds
+    cut = [r for r in records("multifile") if r["offset"] < 65536 + 40000 < r["offset"] + r["size"]]
+    assert any(p["offset"] == cut[0]["offset"] for p in found if p["kind"] != "bad-file-size")
+
+
+def test_dropped_consume_queue_file(store_copy, run_cli):
+    store = store_copy("multifile")
+    queues = sorted((store / "consumequeue").glob("*/*"))
+    victim = next(q for q in queues if len(list(q.iterdir())) > 1)
+    first = sorted(victim.iterdir())[0]
+    first.unlink()
+    result, found, _ = problems(run_cli, store, "--scope", "cq")
+    assert result.code == 1
+    # the commitlog still holds those records: the queue is missing units
+    topic, queue_id = victim.parent.name, victim.name
+    (problem,) = found
+    assert problem["file"] == f"consumequeue/{topic}/{queue_id}"
+    assert (problem["kind"], problem["expected"], problem["found"]) == ("cq-missing-start", 0, 300)
+    first_record = next(r for r in records("multifile") if r["dispatch"]["topic"] == topic
+                        and r["dispatch"]["queueId"] == int(queue_id))
+    assert problem["offset"] == first_record["offset"]
+
+
+def test_consume_queue_unit_damage(store_copy, run_cli):
+    store = store_copy("basic")
+    path = store / "consumequeue" / "BasicTopic" / "2" / "00000000000000000000"
+    _patch(path, 3 * 20 + 12, struct.pack(">q", 12345))        # tagsCode of unit 3
+    _patch(path, 5 * 20 + 8, struct.pack(">i", 10))            # size of unit 5
+    _patch(path, 7 * 20, struct.pack(">q", 1))                 # commitlog offset of unit 7
+    result, found, _ = problems(run_cli, store, "--scope", "cq")
+    got = {(p["kind"], p["fileOffset"]) for p in found}
+    assert ("unit-wrong-tags-code", 60) in got
+    assert ("unit-size-mismatch", 100) in got
+    assert ("unit-not-a-record", 140) in got
+    tags = next(p for p in found if p["kind"] == "unit-wrong-tags-code")
+    assert tags["found"] == 12345
+    assert result.code == 1
+
+
+def test_index_slot_and_entry_damage(store_copy, run_cli):
+    store = store_copy("basic")
+    (path,) = (store / "index").iterdir()
+    raw = path.read_bytes()
+    slots = struct.unpack_from(">100i", raw, index_format.HEADER_SIZE)
+    used = next(i for i, v in enumerate(slots) if v > 0)
+    _patch(path, index_format.slot_position(used), struct.pack(">i", 399))      # beyond indexCount
+    entry_at = index_format.entry_position(100, 5)
+    key_hash = struct.unpack_from(">i", raw, entry_at)[0]
+    _patch(path, entry_at, struct.pack(">i", key_hash ^ 1))                    # a hash no key has
+    result, found, _ = problems(run_cli, store, "--scope", "index")
+    got = {(p["kind"], p["fileOffset"]) for p in found}
+    assert ("bad-slot", index_format.slot_position(used)) in got
+    assert ("entry-wrong-hash", entry_at) in got
+    assert result.code == 1
+
+
+def test_preallocated_empty_file_is_normal_but_bytes_after_the_data_are_not(store_copy, run_cli):
+    store = store_copy("crash")     # ends with a pre-created, all-zero next file
+    result, found, _ = problems(run_cli, store, "--scope", "commitlog")
+    assert result.code == 0 and found == []
+    last = sorted((store / "commitlog").iterdir())[-2]
+    end = max(r["offset"] + r["size"] for r in records("crash")) - int(last.name)
+    _patch(last, end + 100, b"\x07")
+    result, found, _ = problems(run_cli, store, "--scope", "commitlog")
+    assert result.code == 1
+    assert [(p["file"], p["fileOffset"]) for p in found] == [(f"commitlog/{last.name}", end + 100)]
+
+
+def test_jobs_find_the_same(store_copy, run_cli):
+    store = store_copy("multifile")
+    path = store / "commitlog" / "00000000000000131072"
+    _patch(path, 5000, b"\xff" * 8)
+    one = problems(run_cli, store)[1]
+    many = problems(run_cli, store, "--jobs", "3")[1]
+    key = lambda p: (p["scope"], p["kind"], p["file"], p["fileOffset"])  # noqa: E731
+    assert sorted(map(key, one)) == sorted(map(key, many)) and one
+
+
+def test_verify_changes_nothing_and_tables_work(extracted, run_cli):
+    result = run_cli("verify-crc", extracted("features"))
+    assert result.code == 0
+    assert "0 problem(s)" in result.err
+
+
+def test_a_store_written_by_mqtool_verifies_clean(tmp_path, run_cli):
+    messages = tmp_path / "m.jsonl"
+    lines = (fixture_dir("features") / "spec.jsonl").read_text().splitlines()
+    messages.write_text("\n".join(l for l in lines if '"expect"' not in l) + "\n")
+    store = tmp_path / "store"
+    assert run_cli("append", store, "--set", "mappedFileSizeCommitLog=65536", "--set",
+                   "mappedFileSizeConsumeQueue=6000", "--set", "maxHashSlotNum=100", "--set", "maxIndexNum=400",
+                   "--input", messages, "--allow-system-topics", "--json").code == 0
+    result, found, summary = problems(run_cli, store)
+    assert result.code == 0, found
+    assert summary["records"] == len(lines) - 3
+
+
+def test_the_ci_example_script(extracted, tmp_path):
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "verify-ci.sh"
+    report = tmp_path / "report.jsonl"
+    clean = subprocess.run(["bash", str(script), str(extracted("basic")), str(report)], capture_output=True,
+                           text=True)
+    assert clean.returncode == 0 and "clean" in clean.stdout
+    assert json.loads(report.read_text().splitlines()[-1])["problems"] == 0
+    damaged = subprocess.run(["bash", str(script), str(extracted("flipped-body-byte")), str(report)],
+                             capture_output=True, text=True)
+    assert damaged.returncode == 1 and "PROBLEMS FOUND" in damaged.stderr
+    assert json.loads(report.read_text().splitlines()[0])["kind"] == "crc-mismatch"
