@@ -109,6 +109,19 @@ def _file_head(mf: MappedFile, size: int) -> bytes:
         os.close(fd)
 
 
+class _KeepPages:
+    """A mapped file whose walked pages stay mapped (drop_pages_before does nothing)."""
+
+    def __init__(self, mf):
+        self._mf = mf
+
+    def drop_pages_before(self, position: int) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self._mf, name)
+
+
 def _entry_ok(buf, pos: int, limit: int, base: int) -> bool:
     """Does a valid record or BLANK start at pos?"""
     try:
@@ -191,14 +204,15 @@ CHUNK_RECORDS = 1 << 16
 
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
               display_path: str | None = None, resync_after_damage: bool = True, chunked: bool = False,
-              stop: int | None = None):
+              stop: int | None = None, keep_pages: bool = False):
     """Yield the entries of one commitlog file from byte `start` on.
 
     Yields Record, Blank, Problem and finally EndOfData when the written data
     ends inside this file.  Without resync_after_damage the walk ends at the
     first damaged entry (what a broker's recovery does).  stop: end the walk
     at this position, a record boundary (a part of a file checked on its own);
-    the end-of-file checks are then left to the part that ends the file.  chunked: runs of
+    the end-of-file checks are then left to the part that ends the file.  keep_pages: do not
+    release the pages walked past (the caller reads them again, then releases).  chunked: runs of
     valid records come as fastscan.Chunk columns (decoded by the compiled
     kernel, body CRCs in the crc_ok column) instead of Record objects; the
     rest of the walk is the same.
@@ -208,6 +222,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     base = mf.file_from_offset
     path = display_path or str(mf.path)
     mf.advise_sequential()
+    if keep_pages:
+        mf = _KeepPages(mf)
     pos = start
     if chunked:
         import numpy as np
@@ -304,7 +320,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
 
 
 def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
-         check_crc: bool = True, path_display=None, aligned: bool = False, chunked: bool = False):
+         check_crc: bool = True, path_display=None, aligned: bool = False, chunked: bool = False,
+         resync_after_damage: bool = True):
     """Yield every entry of the commitlog in [start, end).  Load problems (bad
     names, sizes, gaps) come first, as Problems.
 
@@ -331,7 +348,8 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
         if aligned and start is not None and mf.file_from_offset <= start:
             first = start - mf.file_from_offset
         for entry in walk_file(mf, start=first, check_crc=check_crc, is_last=(i >= last_data),
-                               display_path=_display(mf.path, path_display), chunked=chunked):
+                               display_path=_display(mf.path, path_display), chunked=chunked,
+                               resync_after_damage=resync_after_damage):
             if isinstance(entry, EndOfData):
                 if ended:
                     continue

@@ -175,24 +175,32 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
 
 
 @njit(cache=True, nogil=True)
-def record_boundaries(buf, pos, limit, step):
-    """Hop over record headers (totalSize and magic only) and return the positions of records
-    that start at least `step` bytes apart: where a file can be split for parallel checking.
-    Stops at the first entry that is not a record."""
-    out = np.empty(limit // max(step, 1) + 2, dtype=np.int64)
-    n = 0
-    next_mark = pos + step
+def hop_to(buf, pos, limit, target):
+    """Hop over record headers (totalSize and magic only) from pos to the first record that
+    starts at or after target: where a file can be split into parts.  -1 when an entry that is
+    not a record comes first."""
     while limit - pos >= 8:
         total = _i32(buf, pos)
         magic = _u32(buf, pos + 4)
         if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD or total > limit - pos:
-            break
-        if pos >= next_mark:
-            out[n] = pos
-            n += 1
-            next_mark = pos + step
+            return -1
+        if pos >= target:
+            return pos
         pos += total
-    return out[:n]
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def lower_bound(buf, start, stride, lo, hi, value):
+    """The first i in [lo, hi) whose big-endian int64 at start + i * stride is >= value (a
+    binary search over consume queue units or index entries, sorted by commitlog offset)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _i64(buf, start + mid * stride) < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @njit(cache=True, inline="always")
@@ -353,12 +361,13 @@ class Chunk:
     columns: dict
     buf: object = None
     path: str | None = None
+    parsed: dict | None = None    # parse()'s columns, when someone has computed them
 
     def take(self, mask) -> "Chunk":
         """The records where mask is true (a walk window's edges)."""
         columns = {k: v[mask] for k, v in self.columns.items()}
         return Chunk(len(columns["offset"]), self.stop, self.kind, self.reason, self.blank_size, columns,
-                     self.buf, self.path)
+                     self.buf, self.path)   # parsed columns are not carried over: keys do not slice
 
     def topic(self, i: int) -> str:
         p, n = int(self.columns["topic_pos"][i]), int(self.columns["topic_len"][i])
@@ -532,4 +541,5 @@ def warm_up() -> None:
     one = np.zeros(1, dtype=I64)
     check_units(buf, 0, 64, one, one, one, one, np.frombuffer(b"T", dtype=np.uint8), 0, False, one, one.copy())
     check_entries(buf, 0, 64, one, one, one.copy(), one.copy())
-    record_boundaries(buf, 0, 64, 64)
+    hop_to(buf, 0, 64, 64)
+    lower_bound(buf, 0, 20, 0, 1, 0)

@@ -65,11 +65,12 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
     try:
         files = queue.files
         start = files[0].file_from_offset if files else 0
-        end, _, stop, _ = recovery.walk_for_recovery(queue, 0, config.checkCRCOnRecover)
-        report = RebuildReport(start, end, stop=stop)
         if dry_run or not files:
+            end, _, stop, _ = recovery.walk_for_recovery(queue, 0, config.checkCRCOnRecover)
+            report = RebuildReport(start, end, stop=stop)
             report.seconds = time.perf_counter() - started
             return report
+        report = RebuildReport(start, start)
         stage = layout.root / f".rebuild-{os.getpid()}-{int(time.time() * 1000)}"
         stage.mkdir()
         try:
@@ -81,9 +82,12 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
             dispatcher = Dispatcher(stage / "consumequeue", config.consume_queue_file_size(), index_service=index,
                                     checkpoint=checkpoint, message_index_enable=with_index)
             wanted = set(topics_wanted) if topics_wanted else None
-            done = redispatch(queue, dispatcher, start, end, config.delay_levels_ms(), index=with_index,
-                              topic_filter=(lambda t: t in wanted) if wanted else None, on_progress=on_progress)
+            done = redispatch(queue, dispatcher, start, None, config.delay_levels_ms(), index=with_index,
+                              topic_filter=(lambda t: t in wanted) if wanted else None, on_progress=on_progress,
+                              check_crc=config.checkCRCOnRecover, stop_at_damage=True)
             report.records, report.units, report.keys = done.records, done.units, done.keys
+            report.end = done.end
+            report.stop = done.problems[0] if done.problems else None
             report.unsafe_topics = done.unsafe_topics
             for (topic, queue_id), cq in sorted(dispatcher.queues.items()):
                 last = cq.files.last_file

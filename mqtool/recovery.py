@@ -28,10 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mqtool import commitlog
+import numpy as np
+
+from mqtool import commitlog, fastscan
 from mqtool.commitlog import EndOfData, Problem
 from mqtool.formats import sysflag
-from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, Record
+from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 
 _MAGIC_POS = 4
@@ -147,11 +149,11 @@ def abnormal_start_index(files, safe_time: int) -> int:
     return 0
 
 
-def walk_for_recovery(queue, start_index: int, check_crc: bool, on_record=None):
-    """Walk from file start_index to the first entry that is not a valid record.
+def walk_for_recovery(queue, start_index: int, check_crc: bool):
+    """Walk from file start_index to the first entry that is not a valid record (a record whose
+    body CRC fails counts as not valid, with checkCRCOnRecover), with the compiled walk.
 
-    Returns (cut, data_end, stop problem or None, records).  on_record(record) is
-    called for each valid record (abnormal recovery re-dispatches them)."""
+    Returns (cut, data_end, stop problem or None, records)."""
     files = queue.files
     if not files:
         return 0, 0, None, 0
@@ -163,17 +165,22 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool, on_record=None):
         mf = files[i]
         is_last = i == len(files) - 1
         blank = False
-        for entry in commitlog.walk_file(mf, check_crc=check_crc, is_last=True, resync_after_damage=False):
-            if isinstance(entry, Record):
-                if check_crc and not entry.crc_ok():
-                    stop = Problem("crc-mismatch", str(mf.path), entry.offset - mf.file_from_offset,
-                                   entry.offset, f"body CRC {entry.body_crc} stored, "
-                                                 f"{entry.computed_body_crc()} computed")
+        for entry in commitlog.walk_file(mf, check_crc=check_crc, is_last=True, resync_after_damage=False,
+                                         chunked=True):
+            if isinstance(entry, fastscan.Chunk):
+                c = entry.columns
+                bad = np.flatnonzero(~c["crc_ok"]) if check_crc else []
+                if len(bad):
+                    j = int(bad[0])
+                    offset = int(c["offset"][j])
+                    record = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+                    stop = Problem("crc-mismatch", str(mf.path), offset - mf.file_from_offset, offset,
+                                   f"body CRC {record.body_crc} stored, {record.computed_body_crc()} computed")
+                    records += j
+                    cut = offset
                     break
-                records += 1
-                cut = entry.offset + entry.total_size
-                if on_record is not None:
-                    on_record(entry)
+                records += entry.count
+                cut = int(c["offset"][-1] + c["size"][-1])
             elif isinstance(entry, Blank):
                 blank = True
                 cut = entry.offset

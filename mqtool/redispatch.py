@@ -35,51 +35,117 @@ class Redispatched:
     keys: int = 0
     unsafe_topics: dict = field(default_factory=dict)    # topic text -> records refused
     problems: list = field(default_factory=list)         # damage met on the way (commitlog.Problem)
+    end: int = 0                                          # where the dispatched stretch ends
 
 
-def redispatch(queue, dispatcher, start: int, end: int, delay_levels: list[int], *, queues: bool = True,
-               index: bool = True, topic_filter=None, on_progress=None) -> Redispatched:
-    """Dispatch the records in [start, end) again into the consume queues and/or the index."""
-    done = Redispatched()
+def redispatch(queue, dispatcher, start: int, end: int | None, delay_levels: list[int], *, queues: bool = True,
+               index: bool = True, topic_filter=None, on_progress=None, check_crc: bool = False,
+               stop_at_damage: bool = False) -> Redispatched:
+    """Dispatch the records in [start, end) again into the consume queues and/or the index.
+
+    check_crc: records failing their body CRC are not dispatched (a recovery whose walk has
+    checked them already leaves it off, as a broker's reput does).  stop_at_damage: end at the
+    first damaged entry or failing CRC instead of going on after it (rebuild-cq: what a broker's
+    recovery would keep)."""
+    done = Redispatched(end=start)
     delays = np.array(delay_levels or [0], dtype=np.int64)
-    for entry in commitlog.walk(queue, start=start, end=end, check_crc=True, aligned=True, chunked=True):
+    entries = commitlog.walk(queue, start=start, end=end, check_crc=check_crc, aligned=True, chunked=True,
+                             resync_after_damage=not stop_at_damage)
+    for entry in _read_ahead(entries):
         if isinstance(entry, Problem):
             done.problems.append(entry)
+            if stop_at_damage:
+                break
             continue
         if not isinstance(entry, fastscan.Chunk):
             continue
+        if stop_at_damage and not entry.columns["crc_ok"].all():
+            bad = int(np.flatnonzero(~entry.columns["crc_ok"])[0])
+            offset = int(entry.columns["offset"][bad])
+            base = queue.find_by_offset(offset).file_from_offset
+            done.problems.append(Problem("crc-mismatch", entry.path, offset - base, offset,
+                                         "body CRC does not match the body"))
+            entry = entry.take(np.arange(entry.count) < bad)
+            if entry.count:
+                _dispatch_chunk(entry, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter)
+            done.end = offset
+            break
         _dispatch_chunk(entry, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter)
+        done.end = int(entry.columns["offset"][-1] + entry.columns["size"][-1])
         if on_progress is not None:
             on_progress(int(entry.columns["size"].sum()))
     return done
 
 
+def _read_ahead(entries):
+    """The walk (and the parsing of each chunk) on a second thread, one chunk ahead of the
+    dispatching: the compiled kernels release the GIL, so reading and writing overlap."""
+    import queue as queue_module
+    import threading
+
+    ahead: queue_module.Queue = queue_module.Queue(maxsize=2)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for entry in entries:
+                if isinstance(entry, fastscan.Chunk):
+                    entry.parsed = fastscan.parse(entry.buf, entry)
+                while not stop.is_set():
+                    try:
+                        ahead.put(entry, timeout=0.1)
+                        break
+                    except queue_module.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except BaseException as exc:     # handed to the consumer, raised there
+            ahead.put(exc)
+            return
+        ahead.put(done)
+
+    thread = threading.Thread(target=produce, name="redispatch-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            entry = ahead.get()
+            if entry is done:
+                return
+            if isinstance(entry, BaseException):
+                raise entry
+            yield entry
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter) -> None:
     c = chunk.columns
     good = c["crc_ok"]          # a record failing its CRC is where recovery cuts; never dispatched
-    parsed = fastscan.parse(chunk.buf, chunk)
-    n = chunk.count
-    # topic names, once per distinct topic
-    names = {}
-    for h in np.unique(c["topic_hash"]).tolist():
-        i = int(np.flatnonzero(c["topic_hash"] == h)[0])
-        names[h] = chunk.topic(i)
-    topic_of = np.array([names[h] for h in c["topic_hash"].tolist()], dtype=object) if n else np.array([])
-    safe = np.array([topics.is_safe_directory_name(names[h]) for h in c["topic_hash"].tolist()], dtype=bool)
+    parsed = getattr(chunk, "parsed", None)
+    if parsed is None or len(parsed["tags_hash"]) != chunk.count:
+        parsed = fastscan.parse(chunk.buf, chunk)
+    # topic names, once per distinct topic: which may become directories, which are wanted
+    hashes, first, which = np.unique(c["topic_hash"], return_index=True, return_inverse=True)
+    names = [chunk.topic(int(i)) for i in first]
+    safe = np.array([topics.is_safe_directory_name(t) for t in names], dtype=bool)[which]
     wanted = good & safe
     if topic_filter is not None:
-        wanted &= np.array([topic_filter(t) for t in topic_of], dtype=bool)
+        wanted &= np.array([bool(topic_filter(t)) for t in names], dtype=bool)[which]
     for i in np.flatnonzero(good & ~safe).tolist():
-        done.unsafe_topics[topic_of[i]] = done.unsafe_topics.get(topic_of[i], 0) + 1
+        name = names[which[i]]
+        done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + 1
+    schedule = np.array([t == SCHEDULE_TOPIC for t in names], dtype=bool)[which]
     # exact but slow: malformed UTF-8, and delay levels the kernels cannot turn into tags codes
     slow = wanted & (((parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0)
-                     | ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & (topic_of == SCHEDULE_TOPIC))
+                     | ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & schedule)
     fast = wanted & ~slow
     done.records += int(wanted.sum())
     tx = c["sys_flag"] & 0xC
     to_queue = fast & (tx != PREPARED) & (tx != ROLLBACK)
     if queues:
-        _write_units(chunk, dispatcher, to_queue, topic_of, parsed["tags_hash"], done)
+        _write_units(chunk, dispatcher, to_queue, names, which, parsed["tags_hash"], done)
     if index and dispatcher.message_index_enable and dispatcher.index is not None:
         keys = fast[parsed["key_record"]]
         rec = parsed["key_record"][keys]
@@ -104,21 +170,18 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
             dispatcher.index.build_index(request)
 
 
-def _write_units(chunk, dispatcher, mask, topic_of, tags, done) -> None:
+def _write_units(chunk, dispatcher, mask, names, which, tags, done) -> None:
+    """The units of a chunk, queue by queue, each queue's in commitlog order."""
     c = chunk.columns
-    rows = np.flatnonzero(mask)
+    rows = np.flatnonzero(mask & (c["queue_id"] >= 0))
     if not len(rows):
         return
-    keys = [(topic_of[i], int(c["queue_id"][i])) for i in rows.tolist()]
-    groups: dict = {}
-    for i, key in zip(rows.tolist(), keys):
-        groups.setdefault(key, []).append(i)
-    for (topic, queue_id), members in groups.items():
-        if queue_id < 0:
-            continue
-        idx = np.array(members, dtype=np.int64)
-        dispatcher.queue(topic, queue_id).put_arrays(c["offset"][idx], c["size"][idx], tags[idx],
-                                                     c["queue_offset"][idx])
-        done.units += len(idx)
+    order = rows[np.lexsort((rows, c["queue_id"][rows], which[rows]))]
+    topic_ids, queue_ids = which[order], c["queue_id"][order]
+    cuts = np.flatnonzero((topic_ids[1:] != topic_ids[:-1]) | (queue_ids[1:] != queue_ids[:-1])) + 1
+    for group in np.split(order, cuts):
+        cq = dispatcher.queue(names[which[group[0]]], int(c["queue_id"][group[0]]))
+        cq.put_arrays(c["offset"][group], c["size"][group], tags[group], c["queue_offset"][group])
+        done.units += len(group)
     if dispatcher.checkpoint is not None:
         dispatcher.checkpoint.logics_msg_timestamp = int(c["store_ts"][rows[-1]])

@@ -94,7 +94,7 @@ class Finding:
 
 @dataclass
 class QueueRun:
-    """What one commitlog file says about one queue: its first and last queue offsets."""
+    """What one part of the commitlog says about one queue: its first and last queue offsets."""
 
     topic: str
     queue_id: int
@@ -102,6 +102,28 @@ class QueueRun:
     first_offset: int
     last: int
     last_offset: int
+
+
+@dataclass
+class Pointers:
+    """A consume queue or index file, and the span of commitlog offsets its entries point at:
+    a commitlog part checks the entries pointing into it while its pages are in memory."""
+
+    kind: str                 # "cq" or "index"
+    path: str
+    low: int
+    high: int
+    topic: str = ""
+    queue_id: int = 0
+    logical0: int = 0         # cq: the queue offset of the file's first unit
+    first: int = 0            # the first and one past the last entry that point anywhere,
+    last: int = 0             #   sorted by commitlog offset between them (else sorted is False)
+    sorted: bool = True
+    slots: int = 0            # index: maxHashSlotNum, maxIndexNum, the header's beginTimestamp,
+    index_num: int = 0        #        beginTimestamp and endTimestamp, and indexCount
+    begin_timestamp: int = 0
+    end_timestamp: int = 0
+    count: int = 0
 
 
 @dataclass
@@ -117,22 +139,26 @@ class TaskResult:
     data_end: int | None = None                       # commitlog tasks: where the data ends in this file
     queue_max: dict = field(default_factory=dict)    # (topic, queue id) -> max offset (cq tasks)
     queue_min: dict = field(default_factory=dict)    # (topic, queue id) -> first unit's offset
+    pointers: list = field(default_factory=list)     # cq and index tasks: Pointers of their files
+    files: int = 0
 
 
 # ------------------------------------------------------------------ commitlog
 
-def _commitlog_task(layout, index: int, last_data: int, check_crc: bool, start: int = 0,
-                    stop: int | None = None) -> TaskResult:
-    """Check one commitlog file, or its part [start, stop): entries, CRCs, offset fields and
-    queue offset order."""
+def _commitlog_task(layout, index: int, last_data: int, check_crc: bool, start: int, stop: int | None,
+                    pointers: list[Pointers], delays: list[int]) -> TaskResult:
+    """Check one part [start, stop) of one commitlog file: its entries, CRCs, offset fields and
+    queue offset order; then the consume queue units and index entries that point into it,
+    while its pages are still mapped in."""
     result = TaskResult()
     queue = commitlog.open_queue(layout)
     try:
         mf = queue.files[index]
-        display = _display(layout)
-        path = display(mf.path)
+        path = _display(layout)(mf.path)
+        end = mf.file_size if stop is None else stop
         for entry in commitlog.walk_file(mf, start=start, stop=stop, check_crc=check_crc,
-                                         is_last=index >= last_data, display_path=path, chunked=True):
+                                         is_last=index >= last_data, display_path=path, chunked=True,
+                                         keep_pages=True):
             if isinstance(entry, fastscan.Chunk):
                 _check_chunk(entry, mf, path, result)
             elif isinstance(entry, Problem):
@@ -143,7 +169,19 @@ def _commitlog_task(layout, index: int, last_data: int, check_crc: bool, start: 
                 result.blanks += 1
             elif isinstance(entry, EndOfData):
                 result.data_end = entry.offset
-        result.bytes = (mf.file_size if stop is None else stop) - start
+        result.bytes = end - start
+        result.files = 1 if start == 0 else 0
+        low, high = mf.file_from_offset + start, mf.file_from_offset + end
+        buf = np.frombuffer(mf.buf, dtype=np.uint8)
+        try:
+            for pointer in pointers:
+                if pointer.kind == "cq":
+                    _check_units_into(layout, pointer, mf, buf, low, high, delays, result)
+                else:
+                    _check_entries_into(layout, pointer, mf, buf, low, high, result)
+        finally:
+            del buf
+            mf.release_pages()
     finally:
         queue.close()
     return result
@@ -225,33 +263,36 @@ def _merge_runs(tasks: list[TaskResult], paths: list[str]) -> tuple[dict, list[F
 
 # ------------------------------------------------------------- consume queues
 
-def _cq_task(layout, topic: str, queue_id: int, directory: str, delays: list[int]) -> TaskResult:
-    """Check one consume queue: its units, and the records they point at."""
+def _units(mf):
+    """A consume queue file's units as int64 columns, with the masks that classify them."""
+    count = mf.file_size // UNIT_SIZE
+    units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=count)
+    offsets = units["offset"].astype(np.int64)
+    sizes = units["size"].astype(np.int64)
+    tags = units["tags"].astype(np.int64)
+    pre_blank = (offsets == 0) & (sizes == PRE_BLANK[1]) & (tags == 0)
+    valid = (offsets >= 0) & (sizes > 0) & ~pre_blank
+    return offsets, sizes, tags, pre_blank, valid
+
+
+def _cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
+    """Check one consume queue on its own: invalid units, holes, pre-blank units where they may
+    be; and say which commitlog offsets each of its files points at."""
     result = TaskResult()
     display = _display(layout)
     cq = ConsumeQueue(topic, queue_id, Path(directory), layout.consume_queue_file_size())
-    clq = commitlog.open_queue(layout)
     try:
         for problem in cq.files.problems:
             result.findings.append(Finding("cq", problem.kind, display(problem.path), None, None, problem.message))
-        cl_files = clq.files
-        starts = np.array([mf.file_from_offset for mf in cl_files], dtype=np.int64)
-        cl_min = int(starts[0]) if len(cl_files) else 0
-        topic_bytes = np.frombuffer(topic.encode("utf-8"), dtype=np.uint8)
-        delay_array = np.array(delays or [0], dtype=np.int64)
         seen_end = False        # an invalid or empty unit was met: every later written unit is a hole
         expected_next = None
         for mf in cq.files:
             path = display(mf.path)
-            count = mf.file_size // UNIT_SIZE
-            units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=count)
+            offsets, sizes, tags, pre_blank, valid = _units(mf)
+            count = len(offsets)
             result.bytes += mf.file_size
-            offsets = units["offset"].astype(np.int64)
-            sizes = units["size"].astype(np.int64)
-            tags = units["tags"].astype(np.int64)
+            result.files += 1
             written = (offsets != 0) | (sizes != 0) | (tags != 0)
-            pre_blank = (offsets == 0) & (sizes == PRE_BLANK[1]) & (tags == 0)
-            valid = (offsets >= 0) & (sizes > 0) & ~pre_blank
             if mf is cq.files.files[0]:
                 leading = np.cumprod(pre_blank).astype(bool)     # pre-blanks only before the first unit
                 stray = pre_blank & ~leading
@@ -264,8 +305,8 @@ def _cq_task(layout, topic: str, queue_id: int, directory: str, delays: list[int
                                                f"unit {logical0 + i} is not a valid unit",
                                                found=[int(offsets[i]), int(sizes[i]), int(tags[i])]))
             holes = np.flatnonzero(~written[:max(last_written, 0)])
-            if seen_end and last_written >= 0:
-                holes = np.r_[np.arange(0, 1), holes] if not written[0] else holes
+            if seen_end and last_written >= 0 and not written[0]:
+                holes = np.r_[0, holes]
             for i in holes.tolist():
                 result.findings.append(Finding("cq", "cq-hole", path, i * UNIT_SIZE, None,
                                                f"unit {logical0 + i} is empty but later units are written"))
@@ -276,41 +317,61 @@ def _cq_task(layout, topic: str, queue_id: int, directory: str, delays: list[int
                 seen_end = True
             if last_written >= 0:
                 expected_next = logical0 + last_written + 1
-            rows = np.flatnonzero(valid)
-            result.units += len(rows)
-            if not len(rows):
-                continue
-            # units that point below the commitlog's first file were reclaimed: not checked
-            rows = rows[offsets[rows] >= cl_min]
-            file_of = np.searchsorted(starts, offsets[rows], side="right") - 1
-            for f in np.unique(file_of).tolist():
-                group = rows[file_of == f]
-                cl = cl_files[f]
-                found = np.empty(len(group), dtype=np.int64)
-                cl.populate(int(offsets[group[0]]) - cl.file_from_offset,
-                            int(offsets[group[-1]] + sizes[group[-1]] - offsets[group[0]]))
-                buf = np.frombuffer(cl.buf, dtype=np.uint8)
-                bad = fastscan.check_units(buf, cl.file_from_offset, cl.file_size, offsets[group], sizes[group],
-                                           tags[group], logical0 + group, topic_bytes, queue_id,
-                                           topic == SCHEDULE_TOPIC, delay_array, found)
-                del buf
-                cl.release_pages()
-                if bad:
-                    for j in np.flatnonzero(found).tolist():
-                        i = int(group[j])
-                        finding = _unit_finding(int(found[j]), cl, clq, path, i, logical0 + i, offsets[i],
-                                                sizes[i], tags[i], topic, queue_id, delays)
-                        if finding is not None:
-                            result.findings.append(finding)
+            result.units += int(valid.sum())
+            if valid.any():
+                rows = np.flatnonzero(valid)
+                pointed = offsets[rows]
+                first, last = int(rows[0]), int(rows[-1]) + 1
+                in_order = bool(valid[first:last].all() and (np.diff(pointed) > 0).all())
+                result.pointers.append(Pointers("cq", str(mf.path), int(pointed.min()), int(pointed.max()),
+                                                topic=topic, queue_id=queue_id, logical0=logical0,
+                                                first=first, last=last, sorted=in_order))
         result.queue_max[(topic, queue_id)] = expected_next if expected_next is not None else cq.min_offset()
         result.queue_min[(topic, queue_id)] = cq.min_offset()
     finally:
         cq.close()
-        clq.close()
     return result
 
 
-def _unit_finding(code, cl, clq, path, i, logical, offset, size, tags, topic, queue_id, delays) -> Finding | None:
+def _check_units_into(layout, pointer: Pointers, cl, buf, low: int, high: int, delays, result) -> None:
+    """The units of one consume queue file that point into [low, high) of commitlog file cl."""
+    from mqtool.mappedfile import MappedFile
+
+    mf = MappedFile(pointer.path, layout.consume_queue_file_size(), strict=False)
+    try:
+        if pointer.sorted:   # a binary search finds the units pointing here; convert only those
+            raw = np.frombuffer(mf.buf, dtype=np.uint8)
+            a = fastscan.lower_bound(raw, 0, UNIT_SIZE, pointer.first, pointer.last, low)
+            b = fastscan.lower_bound(raw, 0, UNIT_SIZE, a, pointer.last, high)
+            del raw
+            units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=b - a, offset=a * UNIT_SIZE)
+            rows = np.arange(a, b)
+            offsets, sizes, tags = (np.zeros(b, dtype=np.int64) for _ in range(3))
+            offsets[a:], sizes[a:], tags[a:] = units["offset"], units["size"], units["tags"]
+            del units
+        else:
+            offsets, sizes, tags, _, valid = _units(mf)
+            rows = np.flatnonzero(valid & (offsets >= low) & (offsets < high))
+        if not len(rows):
+            return
+        found = np.empty(len(rows), dtype=np.int64)
+        topic_bytes = np.frombuffer(pointer.topic.encode("utf-8"), dtype=np.uint8)
+        bad = fastscan.check_units(buf, cl.file_from_offset, cl.file_size, offsets[rows], sizes[rows], tags[rows],
+                                   pointer.logical0 + rows, topic_bytes, pointer.queue_id,
+                                   pointer.topic == SCHEDULE_TOPIC, np.array(delays or [0], dtype=np.int64), found)
+        if bad:
+            path = _display(layout)(mf.path)
+            for j in np.flatnonzero(found).tolist():
+                i = int(rows[j])
+                finding = _unit_finding(int(found[j]), cl, path, i, pointer.logical0 + i, offsets[i], sizes[i],
+                                        tags[i], pointer.topic, pointer.queue_id, delays)
+                if finding is not None:
+                    result.findings.append(finding)
+    finally:
+        mf.close()
+
+
+def _unit_finding(code, cl, path, i, logical, offset, size, tags, topic, queue_id, delays) -> Finding | None:
     offset, size, tags = int(offset), int(size), int(tags)
     if code == fastscan.UNIT_IRREGULAR:   # decode in Python, as the broker's Java strings do
         try:
@@ -348,127 +409,136 @@ def _unit_finding(code, cl, clq, path, i, logical, offset, size, tags, topic, qu
 
 # ---------------------------------------------------------------------- index
 
-def _index_task(layout, path_text: str, slots: int, index_num: int, part: int = 0, parts: int = 1) -> TaskResult:
-    """Check one index file: header, slots, chains, and the records the entries point at.
-    With parts > 1 only the part-th share of the entries is checked against its records (the
-    header, slots and chains are checked by part 0)."""
+# ---------------------------------------------------------------------- index
+
+def _entries(ix, count: int):
+    first_entry = index_format.entry_position(ix.hash_slot_num, 0)
+    entries = np.frombuffer(ix.buf, dtype=ENTRY_DTYPE, count=count, offset=first_entry)
+    return (first_entry, entries["hash"].astype(np.int64), entries["phy"].astype(np.int64),
+            entries["diff"].astype(np.int64), entries["prev"].astype(np.int64))
+
+
+def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResult:
+    """Check one index file on its own: header, slots, chains; and say which commitlog offsets
+    its entries point at."""
     result = TaskResult()
-    display = _display(layout)
-    path = Path(path_text)
-    shown = display(path)
+    shown = _display(layout)(path_text)
     try:
-        ix = IndexFile(path, slots, index_num)
+        ix = IndexFile(Path(path_text), slots, index_num)
     except MqError as exc:
-        if part == 0:
-            result.findings.append(Finding("index", "bad-index-file", shown, exc.offset, None, exc.message))
+        result.findings.append(Finding("index", "bad-index-file", shown, exc.offset, None, exc.message))
         return result
-    clq = commitlog.open_queue(layout)
     try:
-        result.bytes = ix.size if part == 0 else 0
+        result.bytes = ix.size
+        result.files = 1
         if not ix.size_ok:
-            if part:
-                return result
             result.findings.append(Finding("index", "bad-file-size", shown, None, None,
                                            "index file size does not match maxHashSlotNum/maxIndexNum",
                                            expected=ix.expected_size, found=ix.size))
             return result
         h = ix.header()
         count = h.index_count
-        if (count < 1 or count > index_num) and part == 0:
+        if count < 1 or count > index_num:
             result.findings.append(Finding("index", "bad-header", shown, 32 + 4, None,
                                            "indexCount is out of range", expected=f"1..{index_num}", found=count))
         count = min(max(count, 1), index_num)
-        first_entry = index_format.entry_position(slots, 0)
-        entries = np.frombuffer(ix.buf, dtype=ENTRY_DTYPE, count=count, offset=first_entry)
+        first_entry, hashes, phy, diffs, prevs = _entries(ix, count)
         slot_values = np.frombuffer(ix.buf, dtype=">i4", count=slots, offset=index_format.HEADER_SIZE).astype(np.int64)
-        hashes = entries["hash"].astype(np.int64)
-        phy = entries["phy"].astype(np.int64)
-        diffs = entries["diff"].astype(np.int64)
-        prevs = entries["prev"].astype(np.int64)
         numbers = np.arange(count)
-        lo = 1 + (count - 1) * part // parts
-        hi = 1 + (count - 1) * (part + 1) // parts
-        mine = (numbers >= lo) & (numbers < hi)
-        result.entries = hi - lo
-        structure = result.findings if part == 0 else []   # header, slots, chains: part 0 only
+        result.entries = max(count - 1, 0)
         used = (slot_values > 0) & (slot_values < count)
         if int(used.sum()) != h.hash_slot_count:
-            structure.append(Finding("index", "bad-header", shown, 32, None,
+            result.findings.append(Finding("index", "bad-header", shown, 32, None,
                                            "hashSlotCount is not the number of used slots",
                                            expected=int(used.sum()), found=h.hash_slot_count))
         for slot in np.flatnonzero((slot_values != 0) & ~used).tolist():
-            structure.append(Finding("index", "bad-slot", shown, index_format.slot_position(slot), None,
-                                           f"slot {slot} points at entry {int(slot_values[slot])}, outside 1..{count - 1}"))
+            result.findings.append(Finding("index", "bad-slot", shown, index_format.slot_position(slot), None,
+                                           f"slot {slot} points at entry {int(slot_values[slot])}, "
+                                           f"outside 1..{count - 1}"))
         live = numbers >= 1
         slot_of = np.where(hashes >= 0, hashes % slots, -1)
         used_slots = np.flatnonzero(used)
-        heads = slot_values[used_slots]
-        for slot in used_slots[slot_of[heads] != used_slots].tolist():
+        for slot in used_slots[slot_of[slot_values[used_slots]] != used_slots].tolist():
             head = int(slot_values[slot])
-            structure.append(Finding("index", "bad-slot", shown, index_format.slot_position(slot), None,
+            result.findings.append(Finding("index", "bad-slot", shown, index_format.slot_position(slot), None,
                                            f"slot {slot} points at entry {head}, whose hash belongs to slot "
                                            f"{int(slot_of[head])}"))
         bad_prev = live & ((prevs < 0) | (prevs >= numbers))
         chained = live & ~bad_prev & (prevs > 0)
         wrong_chain = chained & (slot_of[np.where(chained, prevs, 0)] != slot_of)
         for i in np.flatnonzero(bad_prev | wrong_chain | (live & (hashes < 0)) | (live & (diffs < 0))).tolist():
-            structure.append(Finding("index", "bad-entry", shown, first_entry + i * index_format.ENTRY_SIZE,
+            result.findings.append(Finding("index", "bad-entry", shown, first_entry + i * index_format.ENTRY_SIZE,
                                            int(phy[i]), f"entry {i}: hash {int(hashes[i])}, prevIndex "
                                            f"{int(prevs[i])}, timeDiff {int(diffs[i])} do not form a valid chain"))
         if count > 1:
             if h.begin_phy_offset != int(phy[1]) or h.end_phy_offset != int(phy[count - 1]):
-                structure.append(Finding("index", "bad-header", shown, 16, None,
+                result.findings.append(Finding("index", "bad-header", shown, 16, None,
                                                "beginPhyOffset/endPhyOffset are not the first and last entries'",
                                                expected=[int(phy[1]), int(phy[count - 1])],
                                                found=[h.begin_phy_offset, h.end_phy_offset]))
-        # the records the entries point at
-        cl_files = clq.files
-        if not cl_files or count <= 1:
-            return result
-        starts = np.array([mf.file_from_offset for mf in cl_files], dtype=np.int64)
-        rows = np.flatnonzero(mine & (phy >= starts[0]))
-        file_of = np.searchsorted(starts, phy[rows], side="right") - 1
-        store_ts = np.zeros(count, dtype=np.int64)
-        for f in np.unique(file_of).tolist():
-            group = rows[file_of == f]
-            cl = cl_files[f]
-            found = np.empty(len(group), dtype=np.int64)
-            ts = np.empty(len(group), dtype=np.int64)
-            cl.populate(int(phy[group].min()) - cl.file_from_offset,
-                        int(phy[group].max()) - int(phy[group].min()) + 4096)
-            buf = np.frombuffer(cl.buf, dtype=np.uint8)
-            fastscan.check_entries(buf, cl.file_from_offset, cl.file_size, phy[group], hashes[group], ts, found)
-            del buf
-            cl.release_pages()
-            store_ts[group] = ts
-            for j in np.flatnonzero(found).tolist():
-                i = int(group[j])
-                finding = _entry_finding(int(found[j]), cl, shown, first_entry + i * index_format.ENTRY_SIZE, i,
-                                         int(phy[i]), int(hashes[i]))
-                if finding is not None:
-                    result.findings.append(finding)
-        # times: entry i's timeDiff is (store time - beginTimestamp) / 1000, from the second entry on
-        # (the first was computed against the previous file's end, then beginTimestamp moved to it)
-        known = store_ts > 0
-        if known[1] and h.begin_timestamp != int(store_ts[1]):
-            result.findings.append(Finding("index", "bad-header", shown, 0, None,
-                                           "beginTimestamp is not the first entry's store time",
-                                           expected=int(store_ts[1]), found=h.begin_timestamp))
-        if known[count - 1] and hi == count and h.end_timestamp != int(store_ts[count - 1]):
-            result.findings.append(Finding("index", "bad-header", shown, 8, None,
-                                           "endTimestamp is not the last entry's store time",
-                                           expected=int(store_ts[count - 1]), found=h.end_timestamp))
-        expect = np.clip((store_ts - h.begin_timestamp) // 1000, 0, 0x7FFFFFFF)
-        wrong_time = known & (numbers >= 2) & (diffs != expect)
-        for i in np.flatnonzero(wrong_time).tolist():
+            result.pointers.append(Pointers("index", path_text, int(phy[1:].min()), int(phy[1:].max()),
+                                            slots=slots, index_num=index_num, begin_timestamp=h.begin_timestamp,
+                                            end_timestamp=h.end_timestamp, count=count, first=1, last=count,
+                                            sorted=bool((np.diff(phy[1:]) >= 0).all())))
+    finally:
+        ix.close()
+    return result
+
+
+def _check_entries_into(layout, pointer: Pointers, cl, buf, low: int, high: int, result) -> None:
+    """The entries of one index file that point into [low, high) of commitlog file cl: their
+    records, their hashes, their times."""
+    ix = IndexFile(Path(pointer.path), pointer.slots, pointer.index_num)
+    try:
+        count = pointer.count
+        first_entry = index_format.entry_position(ix.hash_slot_num, 0)
+        if pointer.sorted:   # a binary search finds the entries pointing here; convert only those
+            raw = np.frombuffer(ix.buf, dtype=np.uint8)
+            a = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, 1, count, low)
+            b = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, a, count, high)
+            del raw
+            part = np.frombuffer(ix.buf, dtype=ENTRY_DTYPE, count=b - a, offset=first_entry + a * 20)
+            hashes, phy, diffs = (np.zeros(b, dtype=np.int64) for _ in range(3))
+            hashes[a:], phy[a:], diffs[a:] = part["hash"], part["phy"], part["diff"]
+            del part
+            rows = np.arange(a, b)
+        else:
+            first_entry, hashes, phy, diffs, _ = _entries(ix, count)
+            numbers = np.arange(count)
+            rows = np.flatnonzero((numbers >= 1) & (phy >= low) & (phy < high))
+        if not len(rows):
+            return
+        shown = _display(layout)(pointer.path)
+        found = np.empty(len(rows), dtype=np.int64)
+        ts = np.empty(len(rows), dtype=np.int64)
+        fastscan.check_entries(buf, cl.file_from_offset, cl.file_size, phy[rows], hashes[rows], ts, found)
+        for j in np.flatnonzero(found).tolist():
+            i = int(rows[j])
+            finding = _entry_finding(int(found[j]), cl, shown, first_entry + i * index_format.ENTRY_SIZE, i,
+                                     int(phy[i]), int(hashes[i]))
+            if finding is not None:
+                result.findings.append(finding)
+        known = ts > 0
+        # the header's times are the first and the last entry's store times
+        for number, where, expected_ts, field_name in ((1, 0, pointer.begin_timestamp, "beginTimestamp"),
+                                                       (count - 1, 8, pointer.end_timestamp, "endTimestamp")):
+            at = np.flatnonzero(rows == number)
+            if len(at) and known[at[0]] and int(ts[at[0]]) != expected_ts:
+                result.findings.append(Finding("index", "bad-header", shown, where, None,
+                                               f"{field_name} is not the {'first' if number == 1 else 'last'} "
+                                               "entry's store time", expected=int(ts[at[0]]), found=expected_ts))
+        # timeDiff is (store time - beginTimestamp) / 1000 from the second entry on (the first was
+        # computed against the previous file's end, then beginTimestamp moved to it)
+        expect = np.clip((ts - pointer.begin_timestamp) // 1000, 0, 0x7FFFFFFF)
+        wrong = known & (rows >= 2) & (diffs[rows] != expect)
+        for j in np.flatnonzero(wrong).tolist():
+            i = int(rows[j])
             result.findings.append(Finding("index", "entry-wrong-time", shown,
                                            first_entry + i * index_format.ENTRY_SIZE + 12, int(phy[i]),
                                            f"entry {i}: timeDiff is not the record's store time - beginTimestamp",
-                                           expected=int(expect[i]), found=int(diffs[i])))
+                                           expected=int(expect[j]), found=int(diffs[i])))
     finally:
         ix.close()
-        clq.close()
-    return result
 
 
 def _entry_finding(code, cl, shown, file_offset, number, phy, key_hash) -> Finding | None:
@@ -502,9 +572,12 @@ class Summary:
     by_kind: dict = field(default_factory=dict)
     seconds: float = 0.0
 
-    def add(self, result: TaskResult) -> None:
-        self.files += 1
-        self.bytes += result.bytes
+    def add(self, result: TaskResult, counted: bool = True) -> None:
+        """counted False: a commitlog part run only for the cross-checks (its bytes are not the
+        scope's)."""
+        if counted:
+            self.files += result.files
+            self.bytes += result.bytes
         self.records += result.records
         self.blanks += result.blanks
         self.units += result.units
@@ -538,7 +611,9 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
            on_progress=None) -> Summary:
     """Run the checks of the given scopes; findings go to on_finding as they are known.
 
-    on_progress(bytes) is called as tasks finish.  With jobs > 1 tasks run on that many threads."""
+    First every consume queue and index file is checked on its own (and says where its entries
+    point); then every commitlog part, with the entries pointing into it.  on_progress(bytes)
+    is called as tasks finish.  With jobs > 1 tasks run in that many processes."""
     summary = Summary(tuple(scopes))
     started = time.perf_counter()
     delays = layout.config.delay_levels_ms()
@@ -549,8 +624,6 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         if on_finding is not None:
             on_finding(finding)
 
-    tasks = []     # (scope, function, args)
-    cl_parts = []  # the display path of each commitlog task, in order
     queue = commitlog.open_queue(layout)
     try:
         for problem in queue.problems:
@@ -558,20 +631,14 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         files = queue.files
         last_data = max((i for i, mf in enumerate(files) if any(commitlog._file_head(mf, 8))),
                         default=len(files) - 1)
-        cl_paths = [display(mf.path) for mf in files]
-        count = len(files)
+        spans = [(mf.file_from_offset, mf.file_size) for mf in files]
+        paths = [display(mf.path) for mf in files]
     finally:
         queue.close()
-    if "commitlog" in scopes or "cq" in scopes:
-        crc = check_crc and "commitlog" in scopes
-        for i, bounds in enumerate(_parts(layout, count, jobs)):
-            edges = [0] + bounds + [None]
-            for start, stop in zip(edges, edges[1:]):
-                tasks.append(("commitlog", _commitlog_task, (i, last_data, crc, start, stop)))
-                cl_parts.append(cl_paths[i])
+    structure = []
     if "cq" in scopes:
         for topic, queue_id, directory in layout.consume_queues():
-            tasks.append(("cq", _cq_task, (topic, queue_id, str(directory), delays)))
+            structure.append(("cq", _cq_task, (topic, queue_id, str(directory))))
     if "index" in scopes:
         slots, index_num = layout.index_geometry()
         for info in layout.index_files():
@@ -579,63 +646,100 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                 emit(Finding("index", "bad-file-name", display(info.path), None, None,
                              "not an index file name (yyyyMMddHHmmssSSS)"))
                 continue
-            parts = max(1, min(jobs, info.size // (64 << 20) + 1)) if jobs > 1 else 1
-            for part in range(parts):
-                tasks.append(("index", _index_task, (str(info.path), slots, index_num, part, parts)))
-
-    results: list[tuple[str, TaskResult]] = []
-    if jobs > 1 and len(tasks) > 1:
-        fastscan.warm_up()   # load the compiled kernels once, before the workers fork
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [(scope, pool.submit(fn, layout, *args)) for scope, fn, args in tasks]
-            for scope, future in futures:
-                results.append((scope, future.result()))
-                _report(scope, results[-1][1], scopes, emit, on_progress)
-    else:
-        for scope, fn, args in tasks:
-            results.append((scope, fn(layout, *args)))
-            _report(scope, results[-1][1], scopes, emit, on_progress)
+            structure.append(("index", _index_task, (str(info.path), slots, index_num)))
+    with _Pool(jobs) as pool:
+        first = pool.run(layout, structure, scopes, emit, on_progress)
+        pointers = [p for _, r in first for p in r.pointers]
+        parts = []
+        crc = check_crc and "commitlog" in scopes
+        for i, bounds in enumerate(_parts(layout, len(spans))):
+            base, size = spans[i]
+            edges = [0] + bounds + [None]
+            for start, stop in zip(edges, edges[1:]):
+                low, high = base + start, base + (size if stop is None else stop)
+                routed = [p for p in pointers if p.low < high and p.high >= low]
+                parts.append((i, ("commitlog", _commitlog_task,
+                                  (i, last_data, crc, start, stop, routed, delays))))
+        second = pool.run(layout, [task for _, task in parts], scopes, emit, on_progress)
+    results = first + second
     for scope, result in results:
-        if scope in scopes:
-            summary.add(result)
-    cl_results = [r for s, r in results if s == "commitlog"]
-    runs, order_findings = _merge_runs(cl_results, cl_parts)
+        if scope in scopes or (scope == "commitlog" and ("cq" in scopes or "index" in scopes)):
+            summary.add(result, scope in scopes)
+    cl_results = [r for s, r in second]
+    runs, order_findings = _merge_runs(cl_results, [paths[i] for i, _ in parts])
     if "commitlog" in scopes:
         for finding in order_findings:
             emit(finding)
     if "cq" in scopes:
-        queue_max, queue_min = {}, {}
-        for s, r in results:
-            if s == "cq":
-                queue_max.update(r.queue_max)
-                queue_min.update(r.queue_min)
-        for (_, queue_id), run in sorted(runs.items(), key=lambda kv: (kv[1].topic, kv[1].queue_id)):
-            have = queue_max.get((run.topic, queue_id))
-            if have is None:
-                emit(Finding("cq", "cq-missing", f"consumequeue/{run.topic}/{queue_id}", None, run.first_offset,
-                             f"the commitlog holds queue offsets {run.first}..{run.last} of {run.topic}/{queue_id} "
-                             "but there is no consume queue for it"))
-            elif have <= run.last:
-                emit(Finding("cq", "cq-behind", f"consumequeue/{run.topic}/{queue_id}", None, run.last_offset,
-                             f"the consume queue ends at {have} but the commitlog holds queue offsets up to "
-                             f"{run.last}", expected=run.last + 1, found=have))
-            start = queue_min.get((run.topic, queue_id))
-            if start is not None and start > run.first:
-                emit(Finding("cq", "cq-missing-start", f"consumequeue/{run.topic}/{queue_id}", None,
-                             run.first_offset, f"the consume queue starts at {start} but the commitlog holds "
-                             f"queue offsets from {run.first}", expected=run.first, found=start))
+        _coverage(first, runs, emit)
     summary.seconds = time.perf_counter() - started
     return summary
 
 
-PART_BYTES = 128 << 20   # with --jobs, commitlog files are checked in parts of about this size
+def _coverage(results, runs, emit) -> None:
+    """Every queue holds every record the commitlog has for it."""
+    queue_max, queue_min = {}, {}
+    for scope, r in results:
+        if scope == "cq":
+            queue_max.update(r.queue_max)
+            queue_min.update(r.queue_min)
+    for (_, queue_id), run in sorted(runs.items(), key=lambda kv: (kv[1].topic, kv[1].queue_id)):
+        where = f"consumequeue/{run.topic}/{queue_id}"
+        have = queue_max.get((run.topic, queue_id))
+        if have is None:
+            emit(Finding("cq", "cq-missing", where, None, run.first_offset,
+                         f"the commitlog holds queue offsets {run.first}..{run.last} of {run.topic}/{queue_id} "
+                         "but there is no consume queue for it"))
+            continue
+        if have <= run.last:
+            emit(Finding("cq", "cq-behind", where, None, run.last_offset,
+                         f"the consume queue ends at {have} but the commitlog holds queue offsets up to "
+                         f"{run.last}", expected=run.last + 1, found=have))
+        start = queue_min.get((run.topic, queue_id))
+        if start is not None and start > run.first:
+            emit(Finding("cq", "cq-missing-start", where, None, run.first_offset,
+                         f"the consume queue starts at {start} but the commitlog holds queue offsets from "
+                         f"{run.first}", expected=run.first, found=start))
 
 
-def _parts(layout, count: int, jobs: int) -> list[list[int]]:
-    """For each commitlog file, the record boundaries where it is split into parts (none
-    without --jobs): found by hopping over record headers, which is quick."""
-    if jobs <= 1:
-        return [[] for _ in range(count)]
+class _Pool:
+    """Runs tasks in this process, or with jobs > 1 in a pool of forked processes."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self.pool = None
+
+    def __enter__(self):
+        if self.jobs > 1:
+            fastscan.warm_up()   # load the compiled kernels once, before the workers fork
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("fork"))
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def run(self, layout, tasks, scopes, emit, on_progress) -> list:
+        results = []
+        if self.pool is None:
+            for scope, fn, args in tasks:
+                results.append((scope, fn(layout, *args)))
+                _report(scope, results[-1][1], scopes, emit, on_progress)
+            return results
+        futures = [(scope, self.pool.submit(fn, layout, *args)) for scope, fn, args in tasks]
+        for scope, future in futures:
+            results.append((scope, future.result()))
+            _report(scope, results[-1][1], scopes, emit, on_progress)
+        return results
+
+
+PART_BYTES = 128 << 20   # commitlog files are checked in parts of about this size
+
+
+def _parts(layout, count: int) -> list[list[int]]:
+    """For each commitlog file, the record boundaries where it is split into parts: found by
+    hopping over record headers, which is quick.  A part's pages stay mapped while the units and
+    entries pointing into it are checked, so the part size bounds the memory a check needs."""
     queue = commitlog.open_queue(layout)
     try:
         out = []
@@ -644,7 +748,14 @@ def _parts(layout, count: int, jobs: int) -> list[list[int]]:
                 out.append([])
                 continue
             buf = np.frombuffer(mf.buf, dtype=np.uint8)
-            out.append(fastscan.record_boundaries(buf, 0, mf.file_size, PART_BYTES).tolist())
+            marks, pos = [], 0
+            while pos + 2 * PART_BYTES <= mf.file_size:
+                pos = fastscan.hop_to(buf, pos, mf.file_size, pos + PART_BYTES)
+                if pos < 0:
+                    break
+                marks.append(pos)
+                mf.drop_pages_before(pos)    # the hop touched every page: keep memory flat
+            out.append(marks)
             del buf
         return out
     finally:
@@ -652,8 +763,8 @@ def _parts(layout, count: int, jobs: int) -> list[list[int]]:
 
 
 def _report(scope, result, scopes, emit, on_progress) -> None:
-    if scope in scopes:
-        for finding in result.findings:
+    for finding in result.findings:
+        if finding.scope in scopes:
             emit(finding)
     if on_progress is not None:
         on_progress(result.bytes)
