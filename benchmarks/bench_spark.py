@@ -12,6 +12,10 @@ row (the columns of the rocketmq data source, bodies left out) by:
 - Spark DataFrame: spark.read.format("rocketmq") with count(*) and sum(storeSize),
   i.e. the data source, its Arrow batches and Spark's aggregation.
 
+Then verify-crc --scope commitlog (every record and body CRC) in one process, in a
+process per core and on Spark, and rebuild-cq (consume queues, written by this
+process) with the commitlog read by this process and by Spark tasks.
+
 For each: wall time, records/s, MB/s (commitlog data bytes / wall time, MB =
 10^6 bytes) and the cores it used.  Runs start from a warm page cache; the
 Spark session is started (and timed) once, before its runs.  Nothing is
@@ -30,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import storegen  # noqa: E402
 from bench_dump import warm  # noqa: E402
 
-from mqtool import pipeline  # noqa: E402
+from mqtool import pipeline, rebuild, verify  # noqa: E402
 
 MB = 1e6
 
@@ -98,12 +102,24 @@ def main(argv=None) -> int:
 
         wall, count = timed(dataframe, args.repeat)
         record("Spark DataFrame (rocketmq)", spark.cores, wall, count)
+        base = rows[0][2]
+        print("  speed-up over one Python process: "
+              + ", ".join(f"{name} {base / wall:.2f}x" for name, _, wall, _ in rows[1:]))
+
+        layout = stores[0].layout()
+        rows.clear()
+        for name, cores, kwargs in (("verify-crc, one process", 1, {"jobs": 1}),
+                                    ("verify-crc, --jobs N", local.cores, {"jobs": local.cores}),
+                                    ("verify-crc --engine spark", spark.cores, {"engine": spark})):
+            wall, summary = timed(lambda: verify.verify(layout, scopes=("commitlog",), **kwargs), args.repeat)
+            record(name, cores, wall, summary.records if not summary.problems else -1)
+        for name, cores, engine in (("rebuild-cq, local", 1, None), ("rebuild-cq --engine spark", spark.cores, spark)):
+            wall, report = timed(lambda: rebuild.rebuild(layout, keep_old=False, engine=engine), args.repeat)
+            record(name, cores, wall, report.units if report.stop is None else -1)
+        print(f"  verify-crc --engine spark against one process: {rows[0][2] / rows[2][2]:.2f}x, "
+              f"rebuild-cq --engine spark against local: {rows[3][2] / rows[4][2]:.2f}x")
     finally:
         spark.close()
-
-    base = rows[0][2]
-    print("  speed-up over one Python process: "
-          + ", ".join(f"{name} {base / wall:.2f}x" for name, _, wall, _ in rows[1:]))
     return status
 
 

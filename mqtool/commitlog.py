@@ -336,8 +336,7 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
     files = queue.files
     # Files after the last one that starts with data are pre-allocated and empty (a broker
     # creates the next file ahead of time): the data legitimately ends before them.
-    last_data = max((i for i, mf in enumerate(files) if any(_file_head(mf, 8))),
-                    default=len(files) - 1)
+    last_data = last_data_file(queue)
     ended = False
     for i, mf in enumerate(files):
         if end is not None and mf.file_from_offset >= end:
@@ -374,6 +373,38 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
                         return
                     continue
             yield entry
+
+
+PART_BYTES = 128 << 20   # files are walked in parts of about this size where work is spread out
+
+
+def split_points(mf: MappedFile, part_bytes: int = PART_BYTES) -> list[int]:
+    """Record boundaries about part_bytes apart where a file can be cut into parts that are
+    walked on their own (in parallel, or with their pages kept for a second look).  Found by
+    hopping over record headers, which is quick; the hop's pages are let go as it goes."""
+    if mf.file_size < 2 * part_bytes:
+        return []
+    import numpy as np
+
+    from mqtool import fastscan
+
+    buf = np.frombuffer(mf.buf, dtype=np.uint8)
+    marks, pos = [], 0
+    try:
+        while pos + 2 * part_bytes <= mf.file_size:
+            pos = fastscan.hop_to(buf, pos, mf.file_size, pos + part_bytes)
+            if pos < 0:
+                break
+            marks.append(pos)
+            mf.drop_pages_before(pos)
+    finally:
+        del buf
+    return marks
+
+
+def last_data_file(queue: MappedFileQueue) -> int:
+    """The index of the last file that starts with data; files after it are pre-allocated."""
+    return max((i for i, mf in enumerate(queue.files) if any(_file_head(mf, 8))), default=len(queue.files) - 1)
 
 
 def fastscan_chunk_type():

@@ -362,16 +362,38 @@ class Chunk:
     buf: object = None
     path: str | None = None
     parsed: dict | None = None    # parse()'s columns, when someone has computed them
+    names: dict | None = None     # topic_hash -> topic, for a chunk sent on without its buf
 
     def take(self, mask) -> "Chunk":
         """The records where mask is true (a walk window's edges)."""
         columns = {k: v[mask] for k, v in self.columns.items()}
+        parsed = None
+        if self.parsed is not None:
+            mask = np.asarray(mask, dtype=np.bool_)
+            parsed = {k: self.parsed[k][mask] for k in ("tags_hash", "delay_level", "flags")}
+            kept = mask[self.parsed["key_record"]]
+            renumber = np.cumsum(mask) - 1           # old record number -> new
+            parsed["key_record"] = renumber[self.parsed["key_record"][kept]]
+            parsed["key_hash"] = self.parsed["key_hash"][kept]
         return Chunk(len(columns["offset"]), self.stop, self.kind, self.reason, self.blank_size, columns,
-                     self.buf, self.path)   # parsed columns are not carried over: keys do not slice
+                     self.buf, self.path, parsed, self.names)
 
     def topic(self, i: int) -> str:
+        if self.buf is None:
+            return self.names[int(self.columns["topic_hash"][i])]
         p, n = int(self.columns["topic_pos"][i]), int(self.columns["topic_len"][i])
         return bytes(self.buf[p:p + n]).decode("utf-8", "replace")
+
+    def detached(self, keep=None) -> "Chunk":
+        """This chunk without its buf (to send to another process): the parsed columns and the
+        topic names come along, the *_pos columns (which point into buf) stay behind unless kept."""
+        if self.parsed is None:
+            self.parsed = parse(self.buf, self)
+        hashes, first = np.unique(self.columns["topic_hash"], return_index=True)
+        names = {int(h): self.topic(int(i)) for h, i in zip(hashes, first)}
+        columns = {k: v for k, v in self.columns.items() if keep is None or k in keep}
+        return Chunk(self.count, self.stop, self.kind, self.reason, self.blank_size, columns, None, self.path,
+                     self.parsed, names)
 
 
 COLUMNS = ("offset", "size", "queue_id", "queue_offset", "physical", "sys_flag", "store_ts", "crc_ok", "magic",

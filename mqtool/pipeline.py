@@ -469,12 +469,17 @@ class LocalEngine:
     def map(self, scan, parts) -> list:
         """scan(part) for every partition, results in partition order.  scan must be picklable
         (a module-level function or a functools.partial of one)."""
+        return list(self.imap(scan, parts))
+
+    def imap(self, scan, parts):
+        """map() as a stream: results in partition order as they are ready."""
         parts = list(parts)
         jobs = min(self.jobs, len(parts))
         if jobs <= 1:
-            return [scan(p) for p in parts]
+            yield from (scan(p) for p in parts)
+            return
         with ProcessPoolExecutor(jobs) as pool:
-            return list(pool.map(scan, parts))
+            yield from pool.map(scan, parts)
 
     def close(self) -> None:
         pass

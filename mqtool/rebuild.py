@@ -27,7 +27,7 @@ from mqtool.formats.commitlog import Record
 from mqtool.indexservice import IndexService
 from mqtool.message import MessageInner
 from mqtool.quarantine import Quarantine
-from mqtool.redispatch import redispatch
+from mqtool.redispatch import part_tasks, redispatch, scanned_on
 from mqtool.storecheckpoint import StoreCheckpoint
 
 
@@ -56,9 +56,11 @@ class RebuildReport:
 
 
 def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bool = False,
-            keep_old: bool = True, quarantine_dir=None, clock=None, on_progress=None) -> RebuildReport:
+            keep_old: bool = True, quarantine_dir=None, clock=None, on_progress=None,
+            engine=None) -> RebuildReport:
     """Rebuild consume queues (all, or those of topics_wanted) and, with_index, the index.
-    The caller holds the store's lock."""
+    The caller holds the store's lock.  engine (a SparkEngine): the commitlog's parts are
+    walked, checked and parsed as its tasks; the files are written here, in commitlog order."""
     config = layout.config
     started = time.perf_counter()
     queue = commitlog.open_queue(layout, strict=True)
@@ -82,9 +84,12 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
             dispatcher = Dispatcher(stage / "consumequeue", config.consume_queue_file_size(), index_service=index,
                                     checkpoint=checkpoint, message_index_enable=with_index)
             wanted = set(topics_wanted) if topics_wanted else None
+            entries = None
+            if engine is not None:
+                entries = scanned_on(engine, layout, part_tasks(queue, start, config.checkCRCOnRecover, True))
             done = redispatch(queue, dispatcher, start, None, config.delay_levels_ms(), index=with_index,
                               topic_filter=(lambda t: t in wanted) if wanted else None, on_progress=on_progress,
-                              check_crc=config.checkCRCOnRecover, stop_at_damage=True)
+                              check_crc=config.checkCRCOnRecover, stop_at_damage=True, entries=entries)
             report.records, report.units, report.keys = done.records, done.units, done.keys
             report.end = done.end
             report.stop = done.problems[0] if done.problems else None

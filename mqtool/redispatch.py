@@ -40,24 +40,26 @@ class Redispatched:
 
 def redispatch(queue, dispatcher, start: int, end: int | None, delay_levels: list[int], *, queues: bool = True,
                index: bool = True, topic_filter=None, on_progress=None, check_crc: bool = False,
-               stop_at_damage: bool = False) -> Redispatched:
+               stop_at_damage: bool = False, entries=None) -> Redispatched:
     """Dispatch the records in [start, end) again into the consume queues and/or the index.
 
     check_crc: records failing their body CRC are not dispatched (a recovery whose walk has
     checked them already leaves it off, as a broker's reput does).  stop_at_damage: end at the
     first damaged entry or failing CRC instead of going on after it (rebuild-cq: what a broker's
-    recovery would keep)."""
+    recovery would keep).  entries: the walk's entries when someone else walks (scan_parts on
+    an engine); by default the commitlog is walked here, one chunk ahead on a second thread."""
     done = Redispatched(end=start)
     delays = np.array(delay_levels or [0], dtype=np.int64)
-    entries = commitlog.walk(queue, start=start, end=end, check_crc=check_crc, aligned=True, chunked=True,
-                             resync_after_damage=not stop_at_damage)
-    for entry in _read_ahead(entries):
+    if entries is None:
+        entries = _read_ahead(commitlog.walk(queue, start=start, end=end, check_crc=check_crc, aligned=True,
+                                             chunked=True, resync_after_damage=not stop_at_damage))
+    for entry in entries:
         if isinstance(entry, Problem):
             done.problems.append(entry)
             if stop_at_damage:
                 break
             continue
-        if not isinstance(entry, fastscan.Chunk):
+        if not isinstance(entry, fastscan.Chunk) or not entry.count:
             continue
         if stop_at_damage and not entry.columns["crc_ok"].all():
             bad = int(np.flatnonzero(~entry.columns["crc_ok"])[0])
@@ -75,6 +77,55 @@ def redispatch(queue, dispatcher, start: int, end: int | None, delay_levels: lis
         if on_progress is not None:
             on_progress(int(entry.columns["size"].sum()))
     return done
+
+
+# The columns a dispatch needs from a chunk that travelled without its buf.
+DISPATCH_COLUMNS = ("offset", "size", "queue_id", "queue_offset", "sys_flag", "store_ts", "crc_ok", "topic_hash")
+
+
+def part_tasks(queue, start: int, check_crc: bool, stop_at_damage: bool,
+               part_bytes: int = commitlog.PART_BYTES) -> list[tuple]:
+    """The commitlog from `start` (a record boundary) as parts an engine scans on its own:
+    (file index, first byte, stop byte or None, is the last data file, check_crc, stop_at_damage)."""
+    last_data = commitlog.last_data_file(queue)
+    tasks = []
+    for i, mf in enumerate(queue.files):
+        if mf.file_from_offset + mf.file_size <= start:
+            continue
+        first = max(0, start - mf.file_from_offset)
+        edges = [first] + [p for p in commitlog.split_points(mf, part_bytes) if p > first] + [None]
+        for a, b in zip(edges, edges[1:]):
+            tasks.append((i, a, b, i >= last_data, check_crc, stop_at_damage))
+    return tasks
+
+
+def scan_part(layout, task) -> list:
+    """One part of the commitlog, walked and parsed where an engine runs it (a Spark executor):
+    its chunks without their buf (fastscan.Chunk.detached) and the Problem it stopped at."""
+    index, first, stop, is_last, check_crc, stop_at_damage = task
+    queue = commitlog.open_queue(layout)
+    try:
+        mf = queue.files[index]
+        out = []
+        for entry in commitlog.walk_file(mf, start=first, stop=stop, check_crc=check_crc, is_last=is_last,
+                                         chunked=True, resync_after_damage=not stop_at_damage):
+            if isinstance(entry, Problem):
+                out.append(entry)
+                if stop_at_damage:
+                    break
+            elif isinstance(entry, fastscan.Chunk) and entry.count:
+                out.append(entry.detached(keep=DISPATCH_COLUMNS))
+        return out
+    finally:
+        queue.close()
+
+
+def scanned_on(engine, layout, tasks):
+    """The entries of every part, in commitlog order, as the engine delivers them."""
+    import functools
+
+    for entries in engine.imap(functools.partial(scan_part, layout), tasks):
+        yield from entries
 
 
 def _read_ahead(entries):

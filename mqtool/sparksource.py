@@ -242,6 +242,10 @@ def session(master: str | None = None, conf=()):
     return spark, True
 
 
+def _as_is(rows):
+    return rows
+
+
 class SparkEngine:
     """Partitions as Spark tasks: map() runs a per-partition scan on the executors and brings the
     results to the driver; read() is the rocketmq data source over the same partitions."""
@@ -267,6 +271,27 @@ class SparkEngine:
         if not parts:
             return []
         return self.spark.sparkContext.parallelize(parts, len(parts)).map(scan).collect()
+
+    def imap(self, scan, parts):
+        """map() as a stream, for results too big to collect at once: the partitions run in waves
+        of `cores` tasks, the next wave while the caller consumes this one, so the driver holds
+        at most two waves of results.  Results come in partition order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        parts = list(parts)
+        if not parts:
+            return
+        context = self.spark.sparkContext
+        rdd = context.parallelize(parts, len(parts)).map(scan)
+        step = max(1, self.cores)
+        waves = [list(range(i, min(i + step, len(parts)))) for i in range(0, len(parts), step)]
+        with ThreadPoolExecutor(1, thread_name_prefix="spark-wave") as submitter:
+            pending = submitter.submit(context.runJob, rdd, _as_is, waves[0])
+            for following in waves[1:] + [None]:
+                results = pending.result()
+                if following is not None:
+                    pending = submitter.submit(context.runJob, rdd, _as_is, following)
+                yield from results
 
     def read(self, stores, *, with_body: bool = False, with_problems: bool = False, check_crc: bool = True,
              pushdown: bool = False):

@@ -24,8 +24,9 @@ module decides what is a problem and how to say it.
 
 from __future__ import annotations
 
-import time
+import functools
 import multiprocessing
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -608,12 +609,14 @@ def _display(layout):
 
 
 def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_finding=None,
-           on_progress=None) -> Summary:
+           on_progress=None, engine=None) -> Summary:
     """Run the checks of the given scopes; findings go to on_finding as they are known.
 
     First every consume queue and index file is checked on its own (and says where its entries
     point); then every commitlog part, with the entries pointing into it.  on_progress(bytes)
-    is called as tasks finish.  With jobs > 1 tasks run in that many processes."""
+    is called as tasks finish.  With jobs > 1 tasks run in that many processes; with an engine
+    (pipeline.LocalEngine or sparksource.SparkEngine) they are its partitions, so on Spark the
+    checks run on the executors (which must see the store at the same path)."""
     summary = Summary(tuple(scopes))
     started = time.perf_counter()
     delays = layout.config.delay_levels_ms()
@@ -629,8 +632,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         for problem in queue.problems:
             emit(Finding("commitlog", problem.kind, display(problem.path), None, problem.offset, problem.message))
         files = queue.files
-        last_data = max((i for i, mf in enumerate(files) if any(commitlog._file_head(mf, 8))),
-                        default=len(files) - 1)
+        last_data = commitlog.last_data_file(queue)
         spans = [(mf.file_from_offset, mf.file_size) for mf in files]
         paths = [display(mf.path) for mf in files]
     finally:
@@ -647,7 +649,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                              "not an index file name (yyyyMMddHHmmssSSS)"))
                 continue
             structure.append(("index", _index_task, (str(info.path), slots, index_num)))
-    with _Pool(jobs) as pool:
+    with (_EnginePool(engine) if engine is not None else _Pool(jobs)) as pool:
         first = pool.run(layout, structure, scopes, emit, on_progress)
         pointers = [p for _, r in first for p in r.pointers]
         parts = []
@@ -733,31 +735,40 @@ class _Pool:
         return results
 
 
-PART_BYTES = 128 << 20   # commitlog files are checked in parts of about this size
+def _run_task(layout, task) -> TaskResult:
+    """One task of a plan, where an engine runs it: (scope, function, arguments)."""
+    _, fn, args = task
+    return fn(layout, *args)
+
+
+class _EnginePool:
+    """Runs a stage's tasks as an engine's partitions (Spark tasks, or local processes)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def run(self, layout, tasks, scopes, emit, on_progress) -> list:
+        results = self.engine.map(functools.partial(_run_task, layout), tasks)
+        out = []
+        for (scope, _, _), result in zip(tasks, results):
+            out.append((scope, result))
+            _report(scope, result, scopes, emit, on_progress)
+        return out
 
 
 def _parts(layout, count: int) -> list[list[int]]:
-    """For each commitlog file, the record boundaries where it is split into parts: found by
-    hopping over record headers, which is quick.  A part's pages stay mapped while the units and
-    entries pointing into it are checked, so the part size bounds the memory a check needs."""
+    """For each commitlog file, where it is cut into parts.  A part's pages stay mapped while
+    the units and entries pointing into it are checked, so the part size bounds the memory a
+    check needs."""
     queue = commitlog.open_queue(layout)
     try:
-        out = []
-        for mf in queue.files:
-            if mf.file_size < 2 * PART_BYTES:
-                out.append([])
-                continue
-            buf = np.frombuffer(mf.buf, dtype=np.uint8)
-            marks, pos = [], 0
-            while pos + 2 * PART_BYTES <= mf.file_size:
-                pos = fastscan.hop_to(buf, pos, mf.file_size, pos + PART_BYTES)
-                if pos < 0:
-                    break
-                marks.append(pos)
-                mf.drop_pages_before(pos)    # the hop touched every page: keep memory flat
-            out.append(marks)
-            del buf
-        return out
+        return [commitlog.split_points(mf) for mf in queue.files]
     finally:
         queue.close()
 

@@ -8,10 +8,12 @@ without them fails here, loudly.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import DAMAGED, UNDAMAGED, expected_read
@@ -316,3 +318,92 @@ def test_python_workers_run_this_interpreter(spark):
     (got,) = set(spark.sparkContext.parallelize([1, 2], 2).map(where).collect())
     assert got == (sys.executable, mqtool.__file__)
     assert os.environ.get("PYSPARK_PYTHON") == sys.executable
+
+
+# ------------------------------------------------------------------ verify-crc on Spark
+
+def _patch(path: Path, offset: int, data: bytes) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+def test_verify_crc_on_spark_finds_what_the_local_run_finds(store_copy, run_cli, spark):
+    """Every file part a Spark task: the same findings, in the same order, and the same summary."""
+    store = store_copy("multifile")
+    _patch(store / "commitlog" / "00000000000000131072", 5000, b"\xff" * 8)         # a damaged header
+    queue = next(p for p in sorted((store / "consumequeue").rglob("*")) if p.is_file())
+    _patch(queue, 2 * 20 + 8, (77).to_bytes(4, "big"))                               # a unit's size
+    local = run_cli("verify-crc", str(store), "--json")
+    on_spark = run_cli("verify-crc", str(store), "--json", "--engine", "spark")
+    assert (local.code, on_spark.code) == (1, 1)
+    found = on_spark.json_lines()
+    kinds = {l["kind"] for l in found if l["type"] == "problem"}
+    assert {"bad-magic", "unit-size-mismatch"} <= kinds
+    strip = lambda lines: [{k: v for k, v in l.items() if k not in ("seconds", "mbPerSecond")} for l in lines]  # noqa: E731
+    assert strip(found) == strip(local.json_lines())
+
+
+def test_verify_crc_on_spark_of_a_clean_store_and_bad_options(extracted, run_cli, spark):
+    result = run_cli("verify-crc", str(extracted("features")), "--engine", "spark")
+    assert result.code == 0, result.err
+    assert "0 problem(s)" in result.err
+    refused = run_cli("verify-crc", str(extracted("features")), "--engine", "spark", "--jobs", "2")
+    assert refused.code == 2 and "--jobs" in refused.err
+    refused = run_cli("verify-crc", str(extracted("features")), "--master", "local[2]")
+    assert refused.code == 2 and "--engine spark" in refused.err
+
+
+# ------------------------------------------------------------------ rebuild-cq on Spark
+
+REBUILD_SIZES = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=6000",
+                 "--set", "maxHashSlotNum=100", "--set", "maxIndexNum=400"]
+
+
+def _built_files(store: Path) -> tuple:
+    """The rebuilt consume queue files by path; the index files in order (named by the clock)."""
+    queues = {str(p.relative_to(store)): p.read_bytes()
+              for p in sorted((store / "consumequeue").rglob("*")) if p.is_file()}
+    return queues, [p.read_bytes() for p in sorted((store / "index").iterdir())]
+
+
+@pytest.mark.parametrize("name", ["multifile", "features", "basic5", "flipped-body-byte", "garbage-tail"])
+def test_rebuild_cq_on_spark_writes_the_files_the_local_engine_writes(name, extracted, tmp_path, run_cli, spark):
+    import shutil
+
+    copies = {}
+    for engine in ("local", "spark"):
+        store = tmp_path / engine
+        shutil.copytree(extracted(name), store, symlinks=True)
+        shutil.rmtree(store / "consumequeue")
+        result = run_cli("rebuild-cq", str(store), *REBUILD_SIZES, "--index", "--json", "--no-quarantine",
+                         "--engine", engine)
+        report = json.loads(result.out.replace(str(store), "STORE"))     # the copies' paths differ
+        copies[engine] = (result.code, {k: v for k, v in report.items() if k != "seconds"}, _built_files(store))
+    assert copies["spark"] == copies["local"]
+    code, report, files = copies["spark"]
+    assert report["records"] > 0 and files
+    assert code == (0 if name not in DAMAGED else 1)
+    if name == "flipped-body-byte":
+        assert report["stop"]["kind"] == "crc-mismatch"
+
+
+def test_parts_cut_inside_files_give_the_walk_of_the_whole_store(engine, extracted):
+    """Parts much smaller than a file (cut at record boundaries): the same records, in order."""
+    from mqtool import fastscan, options, redispatch
+
+    layout = options.open_layout(str(extracted("multifile")), None, ())
+    queue = commitlog.open_queue(layout)
+    try:
+        tasks = redispatch.part_tasks(queue, 0, True, True, part_bytes=4096)
+        assert len(tasks) > 3 * len(queue.files)
+        whole = [c for c in commitlog.walk(queue, chunked=True, resync_after_damage=False)
+                 if isinstance(c, fastscan.Chunk)]
+    finally:
+        queue.close()
+    parts = [c for c in redispatch.scanned_on(engine, layout, tasks) if isinstance(c, fastscan.Chunk)]
+    for column in redispatch.DISPATCH_COLUMNS:
+        assert np.array_equal(np.concatenate([c.columns[column] for c in parts]),
+                              np.concatenate([c.columns[column] for c in whole])), column
+    topics = {c.topic(i) for c in parts for i in range(c.count)}
+    assert topics == {r["message"]["topic"] for r in expected_read("multifile") if r["type"] == "commitlog_record"}

@@ -15,15 +15,21 @@ def stores_argument(func):
 
 
 def engine_options(func):
+    """--engine, --master, --spark-conf and --jobs (processes of the local engine)."""
+    func = click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
+                        help="--engine local: processes to use (default: the CPUs this process may "
+                             "use; 1 runs in this process).")(func)
+    return spark_options(func)
+
+
+def spark_options(func):
+    """--engine, --master and --spark-conf: for commands that keep their own --jobs."""
     func = click.option("--spark-conf", "spark_conf", metavar="KEY=VALUE", multiple=True,
                         help="A Spark setting for --engine spark (repeatable), e.g. "
                              "spark.executor.memory=4g.")(func)
     func = click.option("--master", metavar="URL",
                         help="Where --engine spark runs: local[*] (default), spark://host:7077, yarn, "
                              "k8s://https://host:443.")(func)
-    func = click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
-                        help="--engine local: processes to use (default: the CPUs this process may "
-                             "use; 1 runs in this process).")(func)
     func = click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
                         help="local: plain Python on this machine (no Java); spark: Apache Spark "
                              "through PySpark (the `spark` extra, Java 17+).")(func)

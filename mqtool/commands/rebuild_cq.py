@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
-from mqtool import options, output, rebuild
+from mqtool import options, output, pipeline, rebuild
+from mqtool.commands import engineopts
 from mqtool.layout import discover
 from mqtool.store import lock_store
 
@@ -19,31 +22,39 @@ from mqtool.store import lock_store
 @click.option("--no-quarantine", is_flag=True, help="Delete the replaced files instead of keeping them.")
 @click.option("--quarantine-dir", type=click.Path(file_okay=False, path_type=str),
               help="Keep the replaced files here instead of STORE/quarantine/.")
+@engineopts.spark_options
 @options.progress_option
 def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_quarantine, quarantine_dir,
-        progress):
+        engine, master, spark_conf, progress):
     """Rebuild consume queues from the commitlog, byte for byte as a broker writes them.
 
     The commitlog's valid records (up to the first damage: run `recover` first on a damaged
     store) are dispatched again into a staging directory; then the rebuilt queues replace the
     old ones, which go to the quarantine.  A record whose topic cannot be a directory name is
     reported and never becomes a path.  Refused (exit 3) while a broker holds the lock.
+    With --engine spark the commitlog is read, checked and parsed by Spark tasks (which must see
+    the store at the same path); the files are written here, the same bytes as --engine local.
     """
     if with_index and topics:
         raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
     config = options.store_config_for_write(store, config_path, settings)
     layout = discover(config, config_given=True)
+    if engine == "local" and (master or spark_conf):
+        raise click.UsageError("--master and --spark-conf need --engine spark")
     fd = lock_store(layout, write=not dry_run)
+    runner = None
     try:
+        if engine == "spark" and not dry_run:
+            runner = pipeline.open_engine("spark", master=master, conf=spark_conf)
         total = sum(f.size for f in layout.commitlog_files())
         with output.progress(total, "rebuild-cq", enabled=progress) as bar:
             report = rebuild.rebuild(layout, topics_wanted=topics or None, with_index=with_index, dry_run=dry_run,
                                      keep_old=not no_quarantine, quarantine_dir=quarantine_dir,
-                                     on_progress=bar.advance)
+                                     on_progress=bar.advance, engine=runner)
     finally:
+        if runner is not None:
+            runner.close()
         if fd >= 0:
-            import os
-
             os.close(fd)
     if as_json:
         output.emit_json({**report.to_json(), "dryRun": dry_run})

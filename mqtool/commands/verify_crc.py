@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
-
 import click
 
-from mqtool import options, output, verify
+from mqtool import options, output, pipeline, verify
+from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
 
 SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
@@ -20,18 +19,23 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
               show_default=True, help="What to check (repeatable): the commitlog's records and CRCs, consume "
                                       "queue units against the records, index entries against the records.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Spread files over this many processes.")
+              help="--engine local: spread files over this many processes.")
 @click.option("--no-crc", is_flag=True, help="Skip body CRCs (structure and cross-checks only).")
+@engineopts.spark_options
 @options.progress_option
-def cli(store, config_path, settings, as_json, scope, jobs, no_crc, progress):
+def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, master, spark_conf, progress):
     """Check a store without changing it: records, body CRCs, consume queues, index.
 
     Each problem is reported with its kind, file, byte offset, and what was expected and
     found; a summary follows.  Exit 0 when everything checks, 1 when anything is wrong.
+    With --engine spark every file part is a Spark task; the executors must see the store at
+    the same path (one machine with local[N], or a shared file system).
     """
     scopes = verify.SCOPES if "all" in scope else tuple(s for s in verify.SCOPES if s in scope)
     if not scopes:
         raise UsageError("--scope: nothing to check")
+    if engine == "spark" and jobs != 1:
+        raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
     layout = options.open_layout(store, config_path, settings)
     table = None if as_json else output.TableStream("problems", [
         ("scope", {}), ("kind", {}), ("file", {}), ("byte", {"justify": "right"}),
@@ -48,9 +52,16 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, progress):
                       _short(finding.expected), _short(finding.found), finding.message)
 
     total = _total_bytes(layout, scopes)
-    with output.progress(total, "verify", enabled=progress) as bar:
-        summary = verify.verify(layout, scopes=scopes, check_crc=not no_crc, jobs=jobs, on_finding=on_finding,
-                                on_progress=bar.advance)
+    runner = pipeline.open_engine("spark", master=master, conf=spark_conf) if engine == "spark" else None
+    if runner is None and (master or spark_conf):
+        raise UsageError("--master and --spark-conf need --engine spark")
+    try:
+        with output.progress(total, "verify", enabled=progress) as bar:
+            summary = verify.verify(layout, scopes=scopes, check_crc=not no_crc, jobs=jobs,
+                                    on_finding=on_finding, on_progress=bar.advance, engine=runner)
+    finally:
+        if runner is not None:
+            runner.close()
     if as_json:
         output.emit_json(summary.to_json())
     else:
