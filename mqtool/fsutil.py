@@ -92,3 +92,26 @@ def fsync_dir(directory) -> None:
 
 def exists(path) -> bool:
     return Path(path).exists()
+
+
+def move_file(source, target, *, before_copy=None) -> None:
+    """Move a file durably: rename, or where target is on another file system copy, fsync and
+    remove (before_copy(size) is called first, to refuse when the target has no room); then
+    fsync both directories, so the move survives a crash either way."""
+    import errno
+    import shutil
+
+    source, target = Path(source), Path(target)
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        if before_copy is not None:
+            before_copy(source.stat().st_size)
+        shutil.copy2(source, target)
+        with open(target, "rb+") as fh:
+            os.fsync(fh.fileno())
+        source.unlink()
+    fsync_dir(target.parent)
+    fsync_dir(source.parent)

@@ -83,16 +83,7 @@ class Quarantine:
         rel = self._relative(path)
         target = self._target_dir() / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(path, target)
-        except OSError:
-            self._ensure_room(path.stat().st_size)
-            shutil.copy2(path, target)
-            with open(target, "rb+") as fh:
-                os.fsync(fh.fileno())
-            path.unlink()
-        fsutil.fsync_dir(target.parent)
-        fsutil.fsync_dir(path.parent)
+        fsutil.move_file(path, target, before_copy=self._ensure_room)
         self.entries.append({"kind": "file", "source": str(path), "saved": str(target.relative_to(self.dir)),
                              "reason": reason})
         self._write_manifest()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -110,7 +109,7 @@ class Trash:
         self._make_dirs(target.parent)
         self.entries.append(entry)
         self._write()
-        _move(path, target)
+        fsutil.move_file(path, target)
         return entry
 
     def remove(self, entry: Staged) -> None:
@@ -129,7 +128,7 @@ class Trash:
         if original.exists():
             raise FileExistsError(errno.EEXIST, "a file of that name is back in its place", str(original))
         original.parent.mkdir(parents=True, exist_ok=True)
-        _move(source, original)
+        fsutil.move_file(source, original)
         self._prune(source.parent)
         self.entries.remove(entry)
         self._write()
@@ -177,18 +176,3 @@ class Trash:
             except OSError:
                 return
             d = d.parent
-
-
-def _move(source: Path, target: Path) -> None:
-    """rename, or copy and remove when target is on another file system."""
-    try:
-        os.rename(source, target)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        shutil.copy2(source, target)
-        with open(target, "rb+") as fh:
-            os.fsync(fh.fileno())
-        source.unlink()
-    fsutil.fsync_dir(target.parent)
-    fsutil.fsync_dir(source.parent)
