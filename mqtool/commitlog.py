@@ -109,19 +109,6 @@ def _file_head(mf: MappedFile, size: int) -> bytes:
         os.close(fd)
 
 
-class _KeepPages:
-    """A mapped file whose walked pages stay mapped (drop_pages_before does nothing)."""
-
-    def __init__(self, mf):
-        self._mf = mf
-
-    def drop_pages_before(self, position: int) -> None:
-        pass
-
-    def __getattr__(self, name):
-        return getattr(self._mf, name)
-
-
 def _entry_ok(buf, pos: int, limit: int, base: int) -> bool:
     """Does a valid record or BLANK start at pos?"""
     try:
@@ -204,26 +191,24 @@ CHUNK_RECORDS = 1 << 16
 
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
               display_path: str | None = None, resync_after_damage: bool = True, chunked: bool = False,
-              stop: int | None = None, keep_pages: bool = False):
+              stop: int | None = None, parse_props: bool = False):
     """Yield the entries of one commitlog file from byte `start` on.
 
     Yields Record, Blank, Problem and finally EndOfData when the written data
     ends inside this file.  Without resync_after_damage the walk ends at the
     first damaged entry (what a broker's recovery does).  stop: end the walk
     at this position, a record boundary (a part of a file checked on its own);
-    the end-of-file checks are then left to the part that ends the file.  keep_pages: do not
-    release the pages walked past (the caller reads them again, then releases).  chunked: runs of
+    the end-of-file checks are then left to the part that ends the file.  chunked: runs of
     valid records come as fastscan.Chunk columns (decoded by the compiled
     kernel, body CRCs in the crc_ok column) instead of Record objects; the
-    rest of the walk is the same.
+    rest of the walk is the same.  parse_props (with chunked): the chunks come parsed
+    (Chunk.parsed), in the same pass over the bytes.
     """
     buf = mf.buf
     limit = mf.file_size if stop is None else stop
     base = mf.file_from_offset
     path = display_path or str(mf.path)
     mf.advise_sequential()
-    if keep_pages:
-        mf = _KeepPages(mf)
     pos = start
     if chunked:
         import numpy as np
@@ -238,7 +223,7 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
             if pos >= populated:
                 populated = pos + POPULATE_STEP
                 mf.populate(pos, POPULATE_STEP)
-            chunk = fastscan.scan(array, pos, limit, base, check_crc, CHUNK_RECORDS)
+            chunk = fastscan.scan(array, pos, limit, base, check_crc, CHUNK_RECORDS, parse_props)
             if chunk.count:
                 chunk.path = path
                 yield chunk
@@ -378,10 +363,11 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
 PART_BYTES = 128 << 20   # files are walked in parts of about this size where work is spread out
 
 
-def split_points(mf: MappedFile, part_bytes: int = PART_BYTES) -> list[int]:
-    """Record boundaries about part_bytes apart where a file can be cut into parts that are
-    walked on their own (in parallel, or with their pages kept for a second look).  Found by
-    hopping over record headers, which is quick; the hop's pages are let go as it goes."""
+def split_points(mf: MappedFile, part_bytes: int | None = None) -> list[int]:
+    """Record boundaries about part_bytes (PART_BYTES) apart where a file can be cut into parts
+    that are walked on their own, in parallel.  Found by hopping over record headers, which is
+    quick; the hop's pages are let go as it goes."""
+    part_bytes = part_bytes or PART_BYTES
     if mf.file_size < 2 * part_bytes:
         return []
     import numpy as np

@@ -10,6 +10,11 @@ entry that is not a valid record and say why; the caller resynchronises with
 commitlog.resync, the same as the reference walker.  tests/test_fastscan.py
 checks every column against the reference walker on the fixtures and on
 damaged copies.
+
+verify-crc checks consume queue units and index entries against the records
+it has just scanned and parsed (check_units_scanned, check_entries_scanned);
+what those columns cannot settle goes to the kernels that read the records
+(check_units, check_entries).
 """
 
 from __future__ import annotations
@@ -129,25 +134,33 @@ def _fnv(buf, p, n):
     return np.int64(h)
 
 
+PARSE_EVERY = 64   # scan_records parses the records it decoded every this many, while they are in the cache
+
+
 @njit(cache=True, nogil=True)
 def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, queue_offset, physical,
                  sys_flag, store_ts, crc_ok, magic_out, body_pos, body_len, topic_pos, topic_len,
-                 props_pos, props_len, topic_hash):
-    """Decode records from pos while they are valid; returns (count, stop position, stop kind,
-    damage reason, blank size)."""
+                 props_pos, props_len, topic_hash, parse, tags_hash, delay_level, flags, key_cap, key_record,
+                 key_hash):
+    """Decode records from pos while they are valid; with parse, also parse_records them as it
+    goes.  Returns (count, stop position, stop kind, damage reason, blank size, number of keys)."""
     addr = buf.ctypes.data
-    n = 0
+    n = parsed = keys = 0
+    kind = reason = blank = 0
     while True:
         if n >= cap:
-            return n, pos, FULL, 0, 0
+            kind = FULL
+            break
         if pos >= limit:
-            return n, pos, REACHED_LIMIT, 0, 0
+            kind = REACHED_LIMIT
+            break
         (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
          plen) = _decode_at(buf, pos, limit)
         if kind == BLANK:
-            return n, pos, BLANK, 0, total
+            blank = total
+            break
         if kind != -1:
-            return n, pos, kind, reason, 0
+            break
         ok = True
         if check_crc:
             crc = 0
@@ -172,6 +185,14 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         topic_hash[n] = _fnv(buf, tpos, tlen)
         n += 1
         pos += total
+        if parse and n - parsed == PARSE_EVERY:
+            keys = parse_records(buf, parsed, n, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
+                                 delay_level, flags, key_cap, keys, key_record, key_hash)
+            parsed = n
+    if parse:
+        keys = parse_records(buf, parsed, n, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
+                             delay_level, flags, key_cap, keys, key_record, key_hash)
+    return n, pos, kind, reason, blank, keys
 
 
 @njit(cache=True, nogil=True)
@@ -307,14 +328,14 @@ def _tags_hash(buf, lo, hi, state):
 
 
 @njit(cache=True, nogil=True)
-def parse_records(buf, n, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
-                  delay_level, flags, key_cap, key_record, key_hash):
-    """From the properties of records 0..n-1: the Java hash of TAGS, the DELAY level and the
-    index keys (UNIQ_KEY first, then each KEYS piece) with their index hash of `topic#key`.
-    Returns the number of keys (stops adding keys at key_cap)."""
+def parse_records(buf, start, n, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
+                  delay_level, flags, key_cap, keys, key_record, key_hash):
+    """From the properties of records start..n-1: the Java hash of TAGS, the DELAY level and the
+    index keys (UNIQ_KEY first, then each KEYS piece) with their index hash of `topic#key`,
+    added after the first `keys` keys.  Returns the number of keys then (stops adding keys at
+    key_cap)."""
     state = np.zeros(1, dtype=np.int64)
-    keys = 0
-    for i in range(n):
+    for i in range(start, n):
         state[0] = 0
         tp, tl = topic_pos[i], topic_len[i]
         prefix = (_utf8_units(buf, tp, tp + tl, 0, state) * 31 + 35) & 0xFFFFFFFF   # "topic#"
@@ -400,11 +421,27 @@ COLUMNS = ("offset", "size", "queue_id", "queue_offset", "physical", "sys_flag",
            "body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len", "topic_hash")
 
 
-def scan(buf, pos: int, limit: int, base: int, check_crc: bool = True, cap: int = 1 << 16) -> Chunk:
-    """Decode up to cap records from buf[pos:limit] (buf: the file's bytes as a uint8 array)."""
+PARSED = ("tags_hash", "delay_level", "flags")
+
+
+def scan(buf, pos: int, limit: int, base: int, check_crc: bool = True, cap: int = 1 << 16,
+         parse_props: bool = False, key_factor: int = 4) -> Chunk:
+    """Decode up to cap records from buf[pos:limit] (buf: the file's bytes as a uint8 array).
+    parse_props: also fill chunk.parsed (parse()'s columns), in the same pass over the bytes."""
     cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in COLUMNS}
-    n, stop, kind, reason, blank = scan_records(buf, pos, limit, base, check_crc, cap, *(cols[c] for c in COLUMNS))
-    return Chunk(n, stop, kind, REASONS.get(reason), blank, {k: v[:n] for k, v in cols.items()}, buf)
+    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
+    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
+    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    n, stop, kind, reason, blank, keys = scan_records(
+        buf, pos, limit, base, check_crc, cap, *(cols[c] for c in COLUMNS), parse_props,
+        *(parsed[c] for c in PARSED), key_cap, parsed["key_record"], parsed["key_hash"])
+    chunk = Chunk(n, stop, kind, REASONS.get(reason), blank, {k: v[:n] for k, v in cols.items()}, buf)
+    if parse_props:
+        if keys < key_cap:
+            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:n] for k, v in parsed.items()}
+        else:   # more keys than room: parse() again, which makes room
+            chunk.parsed = parse(buf, chunk, key_factor * 4)
+    return chunk
 
 
 def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
@@ -412,13 +449,13 @@ def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
     (key_record, key_hash)."""
     c = chunk.columns
     n = chunk.count
-    out = {name: np.empty(n, dtype=I64) for name in ("tags_hash", "delay_level", "flags")}
+    out = {name: np.empty(n, dtype=I64) for name in PARSED}
     cap = max(16, key_factor * n)
     while True:
         key_record = np.empty(cap, dtype=I64)
         key_hash = np.empty(cap, dtype=I64)
-        keys = parse_records(buf, n, c["sys_flag"], c["topic_pos"], c["topic_len"], c["props_pos"],
-                             c["props_len"], out["tags_hash"], out["delay_level"], out["flags"], cap,
+        keys = parse_records(buf, 0, n, c["sys_flag"], c["topic_pos"], c["topic_len"], c["props_pos"],
+                             c["props_len"], out["tags_hash"], out["delay_level"], out["flags"], cap, 0,
                              key_record, key_hash)
         if keys < cap:
             break
@@ -554,6 +591,157 @@ def check_entries(buf, base, limit, phy, hashes, store_ts, found):
     return bad
 
 
+# ------------------------------------------ the same checks, against records already scanned
+
+SCANNED = ("offset", "size", "queue_id", "queue_offset", "sys_flag", "store_ts", "topic_hash", "topic_len")
+UNSETTLED = -1    # the columns cannot tell: the kernel reading the commitlog decides
+
+
+def scanned(chunks: list) -> dict:
+    """The columns units and entries are checked against, from consecutive parsed chunks of one
+    file: the scanned records, sorted by offset, with their parse() columns; record r's keys are
+    key_hash[first_key[r]:first_key[r + 1]]."""
+    def joined(arrays):
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays or [np.zeros(0, dtype=I64)])
+
+    out = {k: joined([c.columns[k] for c in chunks]) for k in SCANNED}
+    out.update({k: joined([c.parsed[k] for c in chunks]) for k in PARSED + ("key_hash",)})
+    keys = [np.bincount(c.parsed["key_record"], minlength=c.count) for c in chunks]
+    out["first_key"] = np.concatenate([[0]] + keys).cumsum()
+    return out
+
+
+@njit(cache=True, inline="always")
+def _find(a, value, j):
+    """The first index of sorted a whose value is >= value.  Searched from j on (galloping) when
+    a[j - 1] < value, as when the values come in order; else from the start."""
+    n = len(a)
+    if j > n or (j > 0 and a[j - 1] >= value):
+        j = 0
+    hi, step = j, 1
+    while hi < n and a[hi] < value:
+        j = hi + 1
+        hi, step = j + step, step * 2
+    hi = min(hi, n)
+    while j < hi:
+        mid = (j + hi) >> 1
+        if a[mid] < value:
+            j = mid + 1
+        else:
+            hi = mid
+    return j
+
+
+@njit(cache=True, nogil=True)
+def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_len, queue, schedule, delays, found):
+    """check_units' UNIT_* code for each unit, from the columns of the records (scanned()'s
+    SCANNED and PARSED columns, as a tuple): UNSETTLED where the unit does not point at the start
+    of a scanned record, or the record's strings are not plain UTF-8, or its DELAY is unreadable.
+    The topic is compared by its topic_hash and length (as _check_chunk groups queues).  Returns
+    how many are unsettled."""
+    (offset, size, queue_id, queue_offset, sys_flag, store_ts, t_hash, t_len, tags_hash, delay_level,
+     flags) = records
+    unsettled = 0
+    j = 0
+    for i in range(len(offsets)):
+        j = _find(offset, offsets[i], j)
+        code = UNSETTLED
+        if j < len(offset) and offset[j] == offsets[i] and not flags[j] & UTF8_IRREGULAR:
+            delayed = schedule and (flags[j] & HAS_DELAY) != 0
+            delay = delay_level[j]
+            if not (delayed and delay < 0):
+                expected = tags_hash[j]
+                if delayed and delay > 0:
+                    expected = store_ts[j] + delays[min(delay, len(delays)) - 1]
+                tx = sys_flag[j] & 0xC
+                if size[j] != sizes[i]:
+                    code = UNIT_SIZE_MISMATCH
+                elif tx == 4 or tx == 0xC:
+                    code = UNIT_NOT_DISPATCHED
+                elif t_hash[j] != topic_hash or t_len[j] != topic_len:
+                    code = UNIT_WRONG_TOPIC
+                elif queue_id[j] != queue:
+                    code = UNIT_WRONG_QUEUE
+                elif queue_offset[j] != logical[i]:
+                    code = UNIT_WRONG_QUEUE_OFFSET
+                elif expected != tags[i]:
+                    code = UNIT_WRONG_TAGS_CODE
+                else:
+                    code = UNIT_OK
+        found[i] = code
+        if code == UNSETTLED:
+            unsettled += 1
+    return unsettled
+
+
+@njit(cache=True, nogil=True)
+def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, phy, hashes, ts, found):
+    """check_entries' ENTRY_* code and store time for each entry, from the columns of the
+    records (scanned()): UNSETTLED where the entry does not point at the start of a scanned
+    record, or the record's strings are not plain UTF-8.  Returns how many are unsettled."""
+    unsettled = 0
+    j = 0
+    for i in range(len(phy)):
+        j = _find(offset, phy[i], j)
+        code = UNSETTLED
+        ts[i] = 0
+        if j < len(offset) and offset[j] == phy[i] and not flags[j] & UTF8_IRREGULAR:
+            if (sys_flag[j] & 0xC) == 0xC:
+                code = ENTRY_NOT_INDEXED
+            else:
+                ts[i] = store_ts[j]
+                code = ENTRY_WRONG_HASH
+                for k in range(first_key[j], first_key[j + 1]):
+                    if key_hash[k] == hashes[i]:
+                        code = ENTRY_OK
+                        break
+        found[i] = code
+        if code == UNSETTLED:
+            unsettled += 1
+    return unsettled
+
+
+def topic_hash(topic: str) -> int:
+    """The topic_hash column's value for a topic: FNV-1a of its UTF-8 bytes, as a signed int64."""
+    h = 0xCBF29CE484222325
+    for b in topic.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def check_units_scanned(records: dict, buf, base, limit, offsets, sizes, tags, logical, topic: str, queue,
+                        schedule, delays):
+    """check_units' codes, from the columns of the records (scanned()) instead of their bytes;
+    check_units itself for the units those cannot settle.  Returns (codes, how many units were
+    checked by reading buf)."""
+    found = np.empty(len(offsets), dtype=I64)
+    name = topic.encode("utf-8")
+    unsettled = units_by_records(tuple(records[k] for k in SCANNED + PARSED), offsets, sizes, tags, logical,
+                                 topic_hash(topic), len(name), queue, schedule, delays, found)
+    if unsettled:
+        rest = np.flatnonzero(found == UNSETTLED)
+        codes = np.empty(len(rest), dtype=I64)
+        check_units(buf, base, limit, offsets[rest], sizes[rest], tags[rest], logical[rest],
+                    np.frombuffer(name, dtype=np.uint8), queue, schedule, delays, codes)
+        found[rest] = codes
+    return found, unsettled
+
+
+def check_entries_scanned(records: dict, buf, base, limit, phy, hashes, store_ts):
+    """check_entries' codes and store times (into store_ts), from the columns of the records
+    (scanned()) instead of their bytes; check_entries itself for the entries those cannot settle.
+    Returns (codes, how many entries were checked by reading buf)."""
+    found = np.empty(len(phy), dtype=I64)
+    unsettled = entries_by_records(records["offset"], records["sys_flag"], records["store_ts"], records["flags"],
+                                   records["first_key"], records["key_hash"], phy, hashes, store_ts, found)
+    if unsettled:
+        rest = np.flatnonzero(found == UNSETTLED)
+        codes, times = np.empty(len(rest), dtype=I64), np.empty(len(rest), dtype=I64)
+        check_entries(buf, base, limit, phy[rest], hashes[rest], times, codes)
+        found[rest], store_ts[rest] = codes, times
+    return found, unsettled
+
+
 def warm_up() -> None:
     """Load every kernel from the compile cache now, with the argument types of the real
     calls (a read-only mapping is a different array type to numba), so that forked
@@ -565,3 +753,6 @@ def warm_up() -> None:
     check_entries(buf, 0, 64, one, one, one.copy(), one.copy())
     hop_to(buf, 0, 64, 64)
     lower_bound(buf, 0, 20, 0, 1, 0)
+    records = scanned([])
+    check_units_scanned(records, buf, 0, 64, one, one, one, one, "T", 0, False, one)
+    check_entries_scanned(records, buf, 0, 64, one, one, one.copy())

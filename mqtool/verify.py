@@ -146,22 +146,38 @@ class TaskResult:
 
 # ------------------------------------------------------------------ commitlog
 
+# a commitlog task checks the units and entries pointing into a stretch of its records once it has
+# scanned this many bytes or records (each stretch costs a look at every file pointing into it;
+# the records bound the memory)
+SEGMENT_BYTES = 64 << 20
+SEGMENT_RECORDS = 1 << 19
+
+
 def _commitlog_task(layout, index: int, last_data: int, check_crc: bool, start: int, stop: int | None,
                     pointers: list[Pointers], delays: list[int]) -> TaskResult:
-    """Check one part [start, stop) of one commitlog file: its entries, CRCs, offset fields and
-    queue offset order; then the consume queue units and index entries that point into it,
-    while its pages are still mapped in."""
+    """Check [start, stop) of one commitlog file (a part, or the whole file): its entries, CRCs,
+    offset fields and queue offset order; then the consume queue units and index entries that
+    point into it, against the records as they were scanned and parsed, a stretch of
+    SEGMENT_BYTES or SEGMENT_RECORDS at a time."""
     result = TaskResult()
     queue = commitlog.open_queue(layout)
     try:
         mf = queue.files[index]
         path = _display(layout)(mf.path)
         end = mf.file_size if stop is None else stop
+        cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
+        chunks, segment = [], start    # the parsed chunks of the stretch from segment on
         for entry in commitlog.walk_file(mf, start=start, stop=stop, check_crc=check_crc,
                                          is_last=index >= last_data, display_path=path, chunked=True,
-                                         keep_pages=True):
+                                         parse_props=bool(pointers)):
             if isinstance(entry, fastscan.Chunk):
                 _check_chunk(entry, mf, path, result)
+                if pointers:
+                    chunks.append(entry)
+                    if entry.stop - segment >= SEGMENT_BYTES or sum(c.count for c in chunks) >= SEGMENT_RECORDS:
+                        _check_pointers(layout, pointers, mf, segment, entry.stop, chunks, delays, cq_file_size,
+                                        result)
+                        chunks, segment = [], entry.stop
             elif isinstance(entry, Problem):
                 result.findings.append(Finding("commitlog", entry.kind, path, entry.file_offset, entry.offset,
                                                entry.message, skipped=entry.skipped))
@@ -170,22 +186,38 @@ def _commitlog_task(layout, index: int, last_data: int, check_crc: bool, start: 
                 result.blanks += 1
             elif isinstance(entry, EndOfData):
                 result.data_end = entry.offset
+        if pointers:
+            _check_pointers(layout, pointers, mf, segment, end, chunks, delays, cq_file_size, result)
+        chunks = entry = None   # no views of the mapping left: it can be closed
         result.bytes = end - start
         result.files = 1 if start == 0 else 0
-        low, high = mf.file_from_offset + start, mf.file_from_offset + end
-        buf = np.frombuffer(mf.buf, dtype=np.uint8)
-        try:
-            for pointer in pointers:
-                if pointer.kind == "cq":
-                    _check_units_into(layout, pointer, mf, buf, low, high, delays, result)
-                else:
-                    _check_entries_into(layout, pointer, mf, buf, low, high, result)
-        finally:
-            del buf
-            mf.release_pages()
     finally:
         queue.close()
     return result
+
+
+def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays, cq_file_size, result) -> None:
+    """The units and index entries pointing into [start, stop) of commitlog file cl, against the
+    records scanned there (chunks, parsed).  Those that point elsewhere than at the start of
+    one of them are checked by reading the commitlog there; its pages are let go after."""
+    low, high = cl.file_from_offset + start, cl.file_from_offset + stop
+    records = fastscan.scanned(chunks)
+    buf = np.frombuffer(cl.buf, dtype=np.uint8)
+    delay_levels = np.array(delays or [0], dtype=np.int64)
+    read = 0
+    try:
+        for pointer in pointers:
+            if pointer.low >= high or pointer.high < low:
+                continue
+            if pointer.kind == "cq":
+                read += _check_units_into(layout, pointer, cq_file_size, cl, buf, records, low, high, delays,
+                                          delay_levels, result)
+            else:
+                read += _check_entries_into(layout, pointer, cl, buf, records, low, high, result)
+    finally:
+        del buf
+        if read:
+            cl.release_pages()
 
 
 def _check_chunk(chunk, mf, path: str, result: TaskResult) -> None:
@@ -243,11 +275,12 @@ def _order_finding(path, base, c, i, expected, chunk) -> Finding:
                    expected=expected, found=int(c["queue_offset"][i]))
 
 
-def _merge_runs(tasks: list[TaskResult], paths: list[str]) -> tuple[dict, list[Finding]]:
-    """Queue offsets must also continue from one commitlog file to the next."""
+def _merge_runs(tasks: list[TaskResult], files: list[tuple[str, int]]) -> tuple[dict, list[Finding]]:
+    """Queue offsets must also continue from one commitlog file (or part) to the next.  files:
+    each task's file, as its path and its first offset."""
     merged: dict = {}
     findings = []
-    for result, path in zip(tasks, paths):
+    for result, (path, base) in zip(tasks, files):
         for key, run in result.runs.items():
             seen = merged.get(key)
             if seen is None:
@@ -255,7 +288,8 @@ def _merge_runs(tasks: list[TaskResult], paths: list[str]) -> tuple[dict, list[F
                                        run.last_offset)
                 continue
             if run.first != seen.last + 1:
-                findings.append(Finding("commitlog", "queue-offset-order", path, None, run.first_offset,
+                findings.append(Finding("commitlog", "queue-offset-order", path, run.first_offset - base,
+                                        run.first_offset,
                                         f"queue offsets of {run.topic}/{run.queue_id} do not go up one by one",
                                         expected=seen.last + 1, found=run.first))
             seen.last, seen.last_offset = run.last, run.last_offset
@@ -295,8 +329,8 @@ def _cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
             result.files += 1
             written = (offsets != 0) | (sizes != 0) | (tags != 0)
             if mf is cq.files.files[0]:
-                leading = np.cumprod(pre_blank).astype(bool)     # pre-blanks only before the first unit
-                stray = pre_blank & ~leading
+                stray = pre_blank.copy()     # pre-blanks only before the first unit
+                stray[:len(stray) if stray.all() else int(np.argmin(stray))] = False
             else:
                 stray = pre_blank
             last_written = int(np.flatnonzero(written)[-1]) if written.any() else -1
@@ -334,11 +368,14 @@ def _cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
     return result
 
 
-def _check_units_into(layout, pointer: Pointers, cl, buf, low: int, high: int, delays, result) -> None:
-    """The units of one consume queue file that point into [low, high) of commitlog file cl."""
+def _check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records, low: int, high: int, delays,
+                      delay_levels, result) -> int:
+    """The units of one consume queue file that point into [low, high) of commitlog file cl
+    (buf), whose records there are `records` (fastscan.scanned).  Returns how many of them
+    were checked by reading the commitlog."""
     from mqtool.mappedfile import MappedFile
 
-    mf = MappedFile(pointer.path, layout.consume_queue_file_size(), strict=False)
+    mf = MappedFile(pointer.path, file_size, strict=False)
     try:
         if pointer.sorted:   # a binary search finds the units pointing here; convert only those
             raw = np.frombuffer(mf.buf, dtype=np.uint8)
@@ -347,27 +384,27 @@ def _check_units_into(layout, pointer: Pointers, cl, buf, low: int, high: int, d
             del raw
             units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=b - a, offset=a * UNIT_SIZE)
             rows = np.arange(a, b)
-            offsets, sizes, tags = (np.zeros(b, dtype=np.int64) for _ in range(3))
-            offsets[a:], sizes[a:], tags[a:] = units["offset"], units["size"], units["tags"]
+            offsets, sizes, tags = (units[k].astype(np.int64) for k in ("offset", "size", "tags"))
             del units
         else:
             offsets, sizes, tags, _, valid = _units(mf)
             rows = np.flatnonzero(valid & (offsets >= low) & (offsets < high))
+            offsets, sizes, tags = offsets[rows], sizes[rows], tags[rows]
         if not len(rows):
-            return
-        found = np.empty(len(rows), dtype=np.int64)
-        topic_bytes = np.frombuffer(pointer.topic.encode("utf-8"), dtype=np.uint8)
-        bad = fastscan.check_units(buf, cl.file_from_offset, cl.file_size, offsets[rows], sizes[rows], tags[rows],
-                                   pointer.logical0 + rows, topic_bytes, pointer.queue_id,
-                                   pointer.topic == SCHEDULE_TOPIC, np.array(delays or [0], dtype=np.int64), found)
-        if bad:
+            return 0
+        found, read = fastscan.check_units_scanned(records, buf, cl.file_from_offset, cl.file_size, offsets, sizes,
+                                                   tags, pointer.logical0 + rows, pointer.topic, pointer.queue_id,
+                                                   pointer.topic == SCHEDULE_TOPIC, delay_levels)
+        bad = np.flatnonzero(found)
+        if len(bad):
             path = _display(layout)(mf.path)
-            for j in np.flatnonzero(found).tolist():
+            for j in bad.tolist():
                 i = int(rows[j])
-                finding = _unit_finding(int(found[j]), cl, path, i, pointer.logical0 + i, offsets[i], sizes[i],
-                                        tags[i], pointer.topic, pointer.queue_id, delays)
+                finding = _unit_finding(int(found[j]), cl, path, i, pointer.logical0 + i, offsets[j], sizes[j],
+                                        tags[j], pointer.topic, pointer.queue_id, delays)
                 if finding is not None:
                     result.findings.append(finding)
+        return read
     finally:
         mf.close()
 
@@ -444,7 +481,7 @@ def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResul
                                            "indexCount is out of range", expected=f"1..{index_num}", found=count))
         count = min(max(count, 1), index_num)
         first_entry, hashes, phy, diffs, prevs = _entries(ix, count)
-        slot_values = np.frombuffer(ix.buf, dtype=">i4", count=slots, offset=index_format.HEADER_SIZE).astype(np.int64)
+        slot_values = np.frombuffer(ix.buf, dtype=">i4", count=slots, offset=index_format.HEADER_SIZE).astype(np.int32)
         numbers = np.arange(count)
         result.entries = max(count - 1, 0)
         used = (slot_values > 0) & (slot_values < count)
@@ -486,9 +523,10 @@ def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResul
     return result
 
 
-def _check_entries_into(layout, pointer: Pointers, cl, buf, low: int, high: int, result) -> None:
-    """The entries of one index file that point into [low, high) of commitlog file cl: their
-    records, their hashes, their times."""
+def _check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, high: int, result) -> int:
+    """The entries of one index file that point into [low, high) of commitlog file cl (buf),
+    whose records there are `records` (fastscan.scanned): their records, their hashes, their
+    times.  Returns how many of them were checked by reading the commitlog."""
     ix = IndexFile(Path(pointer.path), pointer.slots, pointer.index_num)
     try:
         count = pointer.count
@@ -498,25 +536,25 @@ def _check_entries_into(layout, pointer: Pointers, cl, buf, low: int, high: int,
             a = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, 1, count, low)
             b = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, a, count, high)
             del raw
-            part = np.frombuffer(ix.buf, dtype=ENTRY_DTYPE, count=b - a, offset=first_entry + a * 20)
-            hashes, phy, diffs = (np.zeros(b, dtype=np.int64) for _ in range(3))
-            hashes[a:], phy[a:], diffs[a:] = part["hash"], part["phy"], part["diff"]
+            part = np.frombuffer(ix.buf, dtype=ENTRY_DTYPE, count=b - a,
+                                 offset=first_entry + a * index_format.ENTRY_SIZE)
+            hashes, phy, diffs = (part[k].astype(np.int64) for k in ("hash", "phy", "diff"))
             del part
             rows = np.arange(a, b)
         else:
             first_entry, hashes, phy, diffs, _ = _entries(ix, count)
             numbers = np.arange(count)
             rows = np.flatnonzero((numbers >= 1) & (phy >= low) & (phy < high))
+            hashes, phy, diffs = hashes[rows], phy[rows], diffs[rows]
         if not len(rows):
-            return
+            return 0
         shown = _display(layout)(pointer.path)
-        found = np.empty(len(rows), dtype=np.int64)
         ts = np.empty(len(rows), dtype=np.int64)
-        fastscan.check_entries(buf, cl.file_from_offset, cl.file_size, phy[rows], hashes[rows], ts, found)
+        found, read = fastscan.check_entries_scanned(records, buf, cl.file_from_offset, cl.file_size, phy, hashes, ts)
         for j in np.flatnonzero(found).tolist():
             i = int(rows[j])
             finding = _entry_finding(int(found[j]), cl, shown, first_entry + i * index_format.ENTRY_SIZE, i,
-                                     int(phy[i]), int(hashes[i]))
+                                     int(phy[j]), int(hashes[j]))
             if finding is not None:
                 result.findings.append(finding)
         known = ts > 0
@@ -531,13 +569,14 @@ def _check_entries_into(layout, pointer: Pointers, cl, buf, low: int, high: int,
         # timeDiff is (store time - beginTimestamp) / 1000 from the second entry on (the first was
         # computed against the previous file's end, then beginTimestamp moved to it)
         expect = np.clip((ts - pointer.begin_timestamp) // 1000, 0, 0x7FFFFFFF)
-        wrong = known & (rows >= 2) & (diffs[rows] != expect)
+        wrong = known & (rows >= 2) & (diffs != expect)
         for j in np.flatnonzero(wrong).tolist():
             i = int(rows[j])
             result.findings.append(Finding("index", "entry-wrong-time", shown,
-                                           first_entry + i * index_format.ENTRY_SIZE + 12, int(phy[i]),
+                                           first_entry + i * index_format.ENTRY_SIZE + 12, int(phy[j]),
                                            f"entry {i}: timeDiff is not the record's store time - beginTimestamp",
-                                           expected=int(expect[j]), found=int(diffs[i])))
+                                           expected=int(expect[j]), found=int(diffs[j])))
+        return read
     finally:
         ix.close()
 
@@ -637,10 +676,11 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         paths = [display(mf.path) for mf in files]
     finally:
         queue.close()
-    structure = []
+    structure, sizes = [], []     # sizes: how much each task reads, to start the biggest first
     if "cq" in scopes:
         for topic, queue_id, directory in layout.consume_queues():
             structure.append(("cq", _cq_task, (topic, queue_id, str(directory))))
+            sizes.append(0)
     if "index" in scopes:
         slots, index_num = layout.index_geometry()
         for info in layout.index_files():
@@ -649,26 +689,31 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                              "not an index file name (yyyyMMddHHmmssSSS)"))
                 continue
             structure.append(("index", _index_task, (str(info.path), slots, index_num)))
+            sizes.append(info.size)
     with (_EnginePool(engine) if engine is not None else _Pool(jobs)) as pool:
-        first = pool.run(layout, structure, scopes, emit, on_progress)
+        pending = pool.submit(layout, structure, sizes)
+        # tasks in parallel: files are cut into parts (found while the first stage runs); one
+        # after the other: each file is one task, which keeps its memory bounded on its own
+        bounds = _parts(layout) if pool.parallel else [[] for _ in spans]
+        first = pool.collect(pending, scopes, emit, on_progress)
         pointers = [p for _, r in first for p in r.pointers]
-        parts = []
+        parts, sizes = [], []
         crc = check_crc and "commitlog" in scopes
-        for i, bounds in enumerate(_parts(layout, len(spans))):
-            base, size = spans[i]
-            edges = [0] + bounds + [None]
+        for i, (base, size) in enumerate(spans):
+            edges = [0] + bounds[i] + [None]
             for start, stop in zip(edges, edges[1:]):
                 low, high = base + start, base + (size if stop is None else stop)
                 routed = [p for p in pointers if p.low < high and p.high >= low]
                 parts.append((i, ("commitlog", _commitlog_task,
                                   (i, last_data, crc, start, stop, routed, delays))))
-        second = pool.run(layout, [task for _, task in parts], scopes, emit, on_progress)
+                sizes.append(high - low)
+        second = pool.collect(pool.submit(layout, [task for _, task in parts], sizes), scopes, emit, on_progress)
     results = first + second
     for scope, result in results:
         if scope in scopes or (scope == "commitlog" and ("cq" in scopes or "index" in scopes)):
             summary.add(result, scope in scopes)
     cl_results = [r for s, r in second]
-    runs, order_findings = _merge_runs(cl_results, [paths[i] for i, _ in parts])
+    runs, order_findings = _merge_runs(cl_results, [(paths[i], spans[i][0]) for i, _ in parts])
     if "commitlog" in scopes:
         for finding in order_findings:
             emit(finding)
@@ -710,9 +755,10 @@ class _Pool:
     def __init__(self, jobs: int):
         self.jobs = jobs
         self.pool = None
+        self.parallel = jobs > 1
 
     def __enter__(self):
-        if self.jobs > 1:
+        if self.parallel:
             fastscan.warm_up()   # load the compiled kernels once, before the workers fork
             self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("fork"))
         return self
@@ -721,18 +767,28 @@ class _Pool:
         if self.pool is not None:
             self.pool.shutdown()
 
-    def run(self, layout, tasks, scopes, emit, on_progress) -> list:
-        results = []
+    def submit(self, layout, tasks, sizes) -> list:
+        """Start the tasks, the biggest first (in the pool; in this process they run in collect)."""
         if self.pool is None:
-            for scope, fn, args in tasks:
-                results.append((scope, fn(layout, *args)))
-                _report(scope, results[-1][1], scopes, emit, on_progress)
-            return results
-        futures = [(scope, self.pool.submit(fn, layout, *args)) for scope, fn, args in tasks]
-        for scope, future in futures:
-            results.append((scope, future.result()))
+            return [(scope, functools.partial(fn, layout, *args)) for scope, fn, args in tasks]
+        started = {}
+        for i in _biggest_first(sizes):
+            scope, fn, args = tasks[i]
+            started[i] = self.pool.submit(fn, layout, *args).result
+        return [(tasks[i][0], started[i]) for i in range(len(tasks))]
+
+    def collect(self, pending, scopes, emit, on_progress) -> list:
+        """The submitted tasks' results, in order, reported as they come."""
+        results = []
+        for scope, result in pending:
+            results.append((scope, result()))
             _report(scope, results[-1][1], scopes, emit, on_progress)
         return results
+
+
+def _biggest_first(sizes) -> list[int]:
+    """The order to start tasks in so that workers finish together: the biggest first."""
+    return sorted(range(len(sizes)), key=lambda i: -sizes[i])
 
 
 def _run_task(layout, task) -> TaskResult:
@@ -744,6 +800,8 @@ def _run_task(layout, task) -> TaskResult:
 class _EnginePool:
     """Runs a stage's tasks as an engine's partitions (Spark tasks, or local processes)."""
 
+    parallel = True
+
     def __init__(self, engine):
         self.engine = engine
 
@@ -753,8 +811,16 @@ class _EnginePool:
     def __exit__(self, *exc):
         pass
 
-    def run(self, layout, tasks, scopes, emit, on_progress) -> list:
-        results = self.engine.map(functools.partial(_run_task, layout), tasks)
+    def submit(self, layout, tasks, sizes) -> tuple:
+        return layout, tasks, sizes
+
+    def collect(self, pending, scopes, emit, on_progress) -> list:
+        layout, tasks, sizes = pending
+        order = _biggest_first(sizes)
+        results = [None] * len(tasks)
+        for i, result in zip(order, self.engine.map(functools.partial(_run_task, layout),
+                                                    [tasks[i] for i in order])):
+            results[i] = result
         out = []
         for (scope, _, _), result in zip(tasks, results):
             out.append((scope, result))
@@ -762,10 +828,8 @@ class _EnginePool:
         return out
 
 
-def _parts(layout, count: int) -> list[list[int]]:
-    """For each commitlog file, where it is cut into parts.  A part's pages stay mapped while
-    the units and entries pointing into it are checked, so the part size bounds the memory a
-    check needs."""
+def _parts(layout) -> list[list[int]]:
+    """For each commitlog file, where it is cut into parts that tasks check in parallel."""
     queue = commitlog.open_queue(layout)
     try:
         return [commitlog.split_points(mf) for mf in queue.files]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
 from conftest import ALL_FIXTURES
 from mqtool import commitlog, fastscan, options
+from mqtool.formats import index as index_format
 from mqtool.commitlog import Problem
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.javastr import index_key_hash, java_hash
@@ -154,3 +157,169 @@ def test_chunked_walk_on_damage_and_windows(store_copy):
         assert window == reference_window
     finally:
         queue.close()
+
+
+# ------------------------------------------- units and entries checked against scanned records
+
+def _scanned_files(queue, cap=100):
+    """For every commitlog file: its buf and fastscan.scanned() of all its records, scanned with
+    parse_props in chunks of cap records (damage resynchronised like the reference walker)."""
+    out = []
+    for mf in queue.files:
+        buf = np.frombuffer(mf.buf, dtype=np.uint8)
+        chunks, pos = [], 0
+        while pos < mf.file_size:
+            chunk = fastscan.scan(buf, pos, mf.file_size, mf.file_from_offset, True, cap, parse_props=True)
+            if chunk.count:
+                chunks.append(chunk)
+            pos = chunk.stop
+            if chunk.kind == fastscan.FULL:
+                continue
+            if chunk.kind != fastscan.DAMAGE:
+                break
+            pos = commitlog.resync(mf.buf, pos + 1, mf.file_size, mf.file_from_offset)
+            if pos < 0:
+                break
+        out.append((mf, buf, fastscan.scanned(chunks)))
+    return out
+
+
+def _patch_props(store, pick, byte):
+    """Put `byte` into the properties of some records (pick: record number -> position in them)."""
+    path = store / "commitlog" / "00000000000000000000"
+    data = bytearray(path.read_bytes())
+    for number, r in enumerate(r for r in _reference_records(store) if r.properties_bytes):
+        at = pick(number, r)
+        if at is not None:
+            data[r.offset + r.total_size - len(r.properties_bytes) + at] = byte
+    path.write_bytes(bytes(data))
+
+
+def _reference_records(store):
+    layout = options.open_layout(str(store), None, ())
+    queue = commitlog.open_queue(layout)
+    try:
+        return [e for e in commitlog.walk(queue) if isinstance(e, Record)]
+    finally:
+        queue.close()
+
+
+def _doctored(store_copy):
+    """basic with bytes that are not UTF-8 in TAGS values and KEYS of some records, and some
+    records made prepared or rollback ones (their units and entries are then wrong)."""
+    store = store_copy("basic")
+    _patch_props(store, lambda n, r: r.properties_bytes.index(b"TAGS\x01") + 5 if n % 7 == 3
+                 and b"TAGS\x01" in r.properties_bytes else None, 0xFF)
+    _patch_props(store, lambda n, r: r.properties_bytes.index(b"KEYS\x01") + 5 if n % 5 == 1
+                 and b"KEYS\x01" in r.properties_bytes else None, 0xC3)
+    path = store / "commitlog" / "00000000000000000000"
+    data = bytearray(path.read_bytes())
+    for n, r in enumerate(_reference_records(store)):
+        if n % 11 in (2, 6):
+            data[r.offset + 36:r.offset + 40] = struct.pack(">i", r.sys_flag | (4 if n % 11 == 2 else 12))
+    path.write_bytes(bytes(data))
+    return store
+
+
+@pytest.mark.parametrize("name", ["basic", "features", "multifile", "crash", "basic5", "doctored"])
+def test_scan_parses_the_properties_as_parse_does(name, extracted, store_copy):
+    store = _doctored(store_copy) if name == "doctored" else extracted(name)
+    layout = options.open_layout(str(store), None, ())
+    queue = commitlog.open_queue(layout)
+    try:
+        for mf, buf, chunk, parsed in compiled(queue, cap=100):
+            if not chunk.count:
+                continue
+            start = int(chunk.columns["offset"][0]) - mf.file_from_offset
+            both = fastscan.scan(buf, start, mf.file_size, mf.file_from_offset, True, 100, parse_props=True)
+            assert both.count == chunk.count
+            for key, column in parsed.items():
+                assert both.parsed[key].tolist() == column.tolist(), key
+    finally:
+        queue.close()
+
+
+def test_topic_hash_is_the_columns(extracted):
+    layout = options.open_layout(str(extracted("features")), None, ())
+    queue = commitlog.open_queue(layout)
+    try:
+        for mf, buf, chunk, parsed in compiled(queue):
+            for i in range(chunk.count):
+                assert fastscan.topic_hash(chunk.topic(i)) == int(chunk.columns["topic_hash"][i])
+    finally:
+        queue.close()
+
+
+@pytest.mark.parametrize("name", ["basic", "features", "multifile", "crash", "basic5", "doctored"])
+def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extracted, store_copy):
+    """check_units_scanned and check_entries_scanned give check_units' and check_entries' codes
+    for every unit and entry of the store, and for wrong ones: pointing inside records, of
+    another size, tags code, queue, queue offset or topic, with other key hashes."""
+    from mqtool import verify
+    from mqtool.indexfile import IndexFile
+
+    store = _doctored(store_copy) if name == "doctored" else extracted(name)
+    layout = options.open_layout(str(store), None, ())
+    delays = np.array(layout.config.delay_levels_ms() or [0], dtype=np.int64)
+    queue = commitlog.open_queue(layout)
+    files = _scanned_files(queue)
+    settled = unsettled = 0
+
+    def file_of(offsets):
+        return np.searchsorted([mf.file_from_offset for mf, _, _ in files], offsets, side="right") - 1
+
+    try:
+        for topic, queue_id, directory in layout.consume_queues():
+            for path in sorted(directory.iterdir()):
+                units = np.frombuffer(path.read_bytes(), dtype=verify.UNIT_DTYPE)
+                rows = np.flatnonzero(units["size"] > 0)
+                offsets, sizes, tags = (units[k][rows].astype(np.int64) for k in ("offset", "size", "tags"))
+                logical = int(path.name) // 20 + rows
+                cases = [(offsets, sizes, tags, logical, topic, queue_id), (offsets + 1, sizes, tags, logical, topic,
+                         queue_id), (offsets - 4, sizes, tags, logical, topic, queue_id),
+                         (offsets, sizes + 1, tags, logical, topic, queue_id), (offsets, sizes, tags ^ 1, logical,
+                         topic, queue_id), (offsets, sizes, tags, logical + 1, topic, queue_id),
+                         (offsets, sizes, tags, logical, topic, queue_id + 1), (offsets, sizes, tags, logical,
+                         topic + "X", queue_id), (offsets[::-1], sizes[::-1], tags[::-1], logical[::-1], topic,
+                         queue_id)]
+                for offs, szs, tgs, lgc, tpc, qid in cases:
+                    where = file_of(offs)
+                    for f in np.unique(where).tolist():
+                        mf, buf, records = files[f]
+                        sel = np.flatnonzero(where == f)
+                        args = (buf, mf.file_from_offset, mf.file_size, offs[sel], szs[sel], tgs[sel], lgc[sel])
+                        schedule = tpc == "SCHEDULE_TOPIC_XXXX"
+                        expected = np.empty(len(sel), dtype=np.int64)
+                        fastscan.check_units(*args, np.frombuffer(tpc.encode(), dtype=np.uint8), qid, schedule,
+                                             delays, expected)
+                        got, read = fastscan.check_units_scanned(records, *args, tpc, qid, schedule, delays)
+                        assert got.tolist() == expected.tolist(), (path, tpc, qid)
+                        settled += len(sel) - read
+                        unsettled += read
+        slots, index_num = layout.index_geometry()
+        for info in layout.index_files():
+            ix = IndexFile(info.path, slots, index_num)
+            try:
+                count = ix.header().index_count
+                entries = np.frombuffer(ix.buf, dtype=verify.ENTRY_DTYPE, count=count,
+                                        offset=index_format.entry_position(slots, 0))[1:]
+                hashes, phy = entries["hash"].astype(np.int64), entries["phy"].astype(np.int64)
+            finally:
+                ix.close()
+            for hs, ph in [(hashes, phy), (hashes ^ 1, phy), (hashes, phy + 1), (hashes[::-1], phy[::-1])]:
+                where = file_of(ph)
+                for f in np.unique(where).tolist():
+                    mf, buf, records = files[f]
+                    sel = np.flatnonzero(where == f)
+                    args = (buf, mf.file_from_offset, mf.file_size, ph[sel], hs[sel])
+                    expected, expected_ts = np.empty(len(sel), dtype=np.int64), np.empty(len(sel), dtype=np.int64)
+                    fastscan.check_entries(*args, expected_ts, expected)
+                    ts = np.empty(len(sel), dtype=np.int64)
+                    got, read = fastscan.check_entries_scanned(records, *args, ts)
+                    assert got.tolist() == expected.tolist() and ts.tolist() == expected_ts.tolist(), info.path
+                    settled += len(sel) - read
+                    unsettled += read
+    finally:
+        files.clear()
+        queue.close()
+    assert settled and unsettled      # both ways were taken

@@ -206,3 +206,108 @@ def test_the_ci_example_script(extracted, tmp_path):
                              capture_output=True, text=True)
     assert damaged.returncode == 1 and "PROBLEMS FOUND" in damaged.stderr
     assert json.loads(report.read_text().splitlines()[0])["kind"] == "crc-mismatch"
+
+
+def _cq_units(name):
+    return [l for l in expected_read(name) if l["type"] == "cq_unit"]
+
+
+def _unit_file(store, unit, per_file):
+    """The consume queue file holding a unit, and the unit's byte offset in it."""
+    first = unit["offset"] // per_file * per_file
+    return (store / "consumequeue" / unit["topic"] / str(unit["queueId"]) / f"{first * 20:020d}",
+            (unit["offset"] - first) * 20)
+
+
+def _index_entries(path, slots=100):
+    """(byte offset in the file, hash, commitlog offset) of each entry of an index file."""
+    raw = path.read_bytes()
+    count = struct.unpack_from(">i", raw, 36)[0]
+    at = [index_format.entry_position(slots, i) for i in range(1, count)]
+    return [(a,) + struct.unpack_from(">iq", raw, a) for a in at]
+
+
+def _damage_pointers(store):
+    """Damage multifile's commitlog, consume queues and index so that units and entries point
+    inside records, at a damaged record and at a record of another topic.  Returns the findings
+    expected: (kind, file, file offset) -> (expected, found) or None."""
+    recs = records("multifile")
+    units = _cq_units("multifile")
+    want = {}
+    damaged = recs[700]                       # its magic: the walk skips it
+    base = damaged["offset"] // 65536 * 65536
+    _patch(store / "commitlog" / f"{base:020d}", damaged["offset"] - base + 4, b"\x00\x00\x00\x00")
+    want[("bad-magic", f"commitlog/{base:020d}", damaged["offset"] - base)] = None
+    own = next(u for u in units if u["commitLogOffset"] == damaged["offset"])
+    path, at = _unit_file(store, own, 300)
+    want[("unit-not-a-record", str(path.relative_to(store)), at)] = None
+    inside = units[100]                       # points 8 bytes into its record
+    path, at = _unit_file(store, inside, 300)
+    _patch(path, at, struct.pack(">q", inside["commitLogOffset"] + 8))
+    want[("unit-not-a-record", str(path.relative_to(store)), at)] = None
+    other = next(r for r in recs[1500:] if r["dispatch"]["topic"] != units[1200]["topic"])
+    wrong = units[1200]                       # points at a record of another topic
+    path, at = _unit_file(store, wrong, 300)
+    _patch(path, at, struct.pack(">qi", other["offset"], other["size"]))
+    want[("unit-wrong-topic", str(path.relative_to(store)), at)] = (wrong["topic"], other["dispatch"]["topic"])
+    for ix in sorted((store / "index").iterdir()):
+        for at, _, phy in _index_entries(ix):
+            if phy == damaged["offset"]:
+                want[("entry-not-a-record", f"index/{ix.name}", at)] = None
+    ix = sorted((store / "index").iterdir())[3]
+    at, _, phy = _index_entries(ix)[50]       # points 1 byte into its record
+    _patch(ix, at + 4, struct.pack(">q", phy + 1))
+    want[("entry-not-a-record", f"index/{ix.name}", at)] = None
+    return want
+
+
+def test_units_and_entries_pointing_anywhere_are_found_at_their_true_offsets(store_copy, run_cli):
+    store = store_copy("multifile")
+    want = _damage_pointers(store)
+    result, found, _ = problems(run_cli, store)
+    assert result.code == 1
+    got = {(p["kind"], p["file"], p["fileOffset"]): p for p in found}
+    for key, values in want.items():
+        assert key in got, key
+        if values is not None:
+            assert (got[key]["expected"], got[key]["found"]) == values
+
+
+def test_segments_parts_and_jobs_find_the_same(store_copy, run_cli, monkeypatch):
+    """Units and entries are checked a stretch of records at a time (SEGMENT_BYTES), files cut
+    into parts when tasks run in parallel: the findings do not depend on either."""
+    from mqtool import commitlog, verify
+
+    store = store_copy("multifile")
+    want = _damage_pointers(store)
+    path, at = _unit_file(store, _cq_units("multifile")[2000], 300)
+    _patch(path, at + 12, struct.pack(">q", 4242))          # a wrong tags code too
+
+    def findings(*args):
+        found = problems(run_cli, store, *args)[1]
+        assert {(p["kind"], p["file"], p["fileOffset"]) for p in found} >= set(want)
+        return sorted(json.dumps(p, sort_keys=True) for p in found)
+
+    whole = findings()
+    stretches = []
+    check_pointers = verify._check_pointers
+    monkeypatch.setattr(verify, "_check_pointers", lambda *a: stretches.append(a[3:5]) or check_pointers(*a))
+    monkeypatch.setattr(commitlog, "CHUNK_RECORDS", 5)      # chunks, and so stretches, of a few records
+    monkeypatch.setattr(verify, "SEGMENT_BYTES", 3000)
+    assert findings() == whole
+    assert len(stretches) > 5 * len(list((store / "commitlog").iterdir()))
+    # parts (the damaged record is not at the edge of one: there its skipped bytes would end with the part)
+    monkeypatch.setattr(commitlog, "PART_BYTES", 8000)
+    assert findings("--jobs", "2") == whole
+
+
+def test_delayed_message_tags_code_is_its_delivery_time(store_copy, run_cli):
+    store = store_copy("features")
+    unit = next(u for u in _cq_units("features") if u["topic"] == "SCHEDULE_TOPIC_XXXX")
+    path, at = _unit_file(store, unit, 300000)
+    _patch(path, at + 12, struct.pack(">q", unit["tagsCode"] + 1000))
+    result, found, _ = problems(run_cli, store, "--scope", "cq")
+    (problem,) = found
+    assert (problem["kind"], problem["file"], problem["fileOffset"]) == \
+        ("unit-wrong-tags-code", str(path.relative_to(store)), at)
+    assert (problem["expected"], problem["found"]) == (unit["tagsCode"], unit["tagsCode"] + 1000)
