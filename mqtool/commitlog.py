@@ -306,14 +306,15 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
 
 def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
          check_crc: bool = True, path_display=None, aligned: bool = False, chunked: bool = False,
-         resync_after_damage: bool = True):
+         resync_after_damage: bool = True, parse_props: bool = False):
     """Yield every entry of the commitlog in [start, end).  Load problems (bad
     names, sizes, gaps) come first, as Problems.
 
     Without `aligned` the walk begins at the start of the file holding `start`
     and drops what lies before it, so any offset works; with `aligned` the
     caller promises `start` is a record boundary and the walk begins there.
-    chunked: valid records come as fastscan.Chunk columns (see walk_file).
+    chunked: valid records come as fastscan.Chunk columns (see walk_file), parsed too with
+    parse_props.
     """
     for lp in queue.problems:
         yield Problem(lp.kind, _display(lp.path, path_display), 0, lp.offset if lp.offset is not None else -1,
@@ -333,7 +334,7 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
             first = start - mf.file_from_offset
         for entry in walk_file(mf, start=first, check_crc=check_crc, is_last=(i >= last_data),
                                display_path=_display(mf.path, path_display), chunked=chunked,
-                               resync_after_damage=resync_after_damage):
+                               resync_after_damage=resync_after_damage, parse_props=parse_props):
             if isinstance(entry, EndOfData):
                 if ended:
                     continue

@@ -52,7 +52,8 @@ def redispatch(queue, dispatcher, start: int, end: int | None, delay_levels: lis
     delays = np.array(delay_levels or [0], dtype=np.int64)
     if entries is None:
         entries = _read_ahead(commitlog.walk(queue, start=start, end=end, check_crc=check_crc, aligned=True,
-                                             chunked=True, resync_after_damage=not stop_at_damage))
+                                             chunked=True, resync_after_damage=not stop_at_damage,
+                                             parse_props=True))
     for entry in entries:
         if isinstance(entry, Problem):
             done.problems.append(entry)
@@ -108,7 +109,8 @@ def scan_part(layout, task) -> list:
         mf = queue.files[index]
         out = []
         for entry in commitlog.walk_file(mf, start=first, stop=stop, check_crc=check_crc, is_last=is_last,
-                                         chunked=True, resync_after_damage=not stop_at_damage):
+                                         chunked=True, resync_after_damage=not stop_at_damage,
+                                         parse_props=True):
             if isinstance(entry, Problem):
                 out.append(entry)
                 if stop_at_damage:
@@ -141,7 +143,7 @@ def _read_ahead(entries):
     def produce() -> None:
         try:
             for entry in entries:
-                if isinstance(entry, fastscan.Chunk):
+                if isinstance(entry, fastscan.Chunk) and entry.parsed is None:
                     entry.parsed = fastscan.parse(entry.buf, entry)
                 while not stop.is_set():
                     try:
