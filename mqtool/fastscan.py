@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mqtool.native import crc32, njit
+from mqtool.native import crc32, njit, prefetch
 
 I64 = np.int64
 
@@ -154,6 +154,13 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         if pos >= limit:
             kind = REACHED_LIMIT
             break
+        if limit - pos >= 8:
+            ahead = _i32(buf, pos)
+            if 0 < ahead and pos + 9 * ahead <= limit:
+                # records of one size are common: the header and the tail (topic, properties)
+                # of the record 8 ahead, so that they are in the cache when the walk gets there
+                prefetch(addr + pos + 8 * ahead)
+                prefetch(addr + pos + 9 * ahead - 1)
         (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
          plen) = _decode_at(buf, pos, limit)
         if kind == BLANK:
@@ -200,8 +207,11 @@ def hop_to(buf, pos, limit, target):
     """Hop over record headers (totalSize and magic only) from pos to the first record that
     starts at or after target: where a file can be split into parts.  -1 when an entry that is
     not a record comes first."""
+    addr = buf.ctypes.data
     while limit - pos >= 8:
         total = _i32(buf, pos)
+        if 0 < total and pos + 16 * total < limit:
+            prefetch(addr + pos + 16 * total)   # records of one size are common: their headers ahead
         magic = _u32(buf, pos + 4)
         if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD or total > limit - pos:
             return -1
@@ -591,6 +601,66 @@ def check_entries(buf, base, limit, phy, hashes, store_ts, found):
     return bad
 
 
+# ------------------------------------------------------- an index file's own structure
+
+SLOT_OUT_OF_RANGE = 1      # a slot's value is not an entry number of the file
+SLOT_WRONG_HEAD = 2        # a slot's head entry hashes to another slot
+
+
+@njit(cache=True, nogil=True)
+def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
+    """One pass over an index file's slots and entries 1..count-1 (the layout of
+    formats/index.py): the slots that are used, the slots that point outside the entries or
+    at a head of another slot, and the entries whose hash, time difference or previous-entry
+    link cannot be right.  Writes up to len(bad_*) of them; returns (used slots, bad entries,
+    bad slots, lowest and highest commitlog offset, whether the offsets go up)."""
+    header = 40
+    first = header + slots * 4
+    used = 0
+    n_slots = 0
+    for slot in range(slots):
+        head = _i32(buf, header + slot * 4)
+        if head == 0:
+            continue
+        kind = 0
+        if head < 0 or head >= count:
+            kind = SLOT_OUT_OF_RANGE
+        else:
+            used += 1
+            h = _i32(buf, first + head * 20)
+            if h < 0 or h % slots != slot:
+                kind = SLOT_WRONG_HEAD
+        if kind:
+            if n_slots < len(bad_slots):
+                bad_slots[n_slots] = slot
+                slot_kinds[n_slots] = kind
+            n_slots += 1
+    n_entries = 0
+    low, high, ordered, last = np.int64(-1), np.int64(-1), True, np.int64(-1)
+    for i in range(1, count):
+        at = first + i * 20
+        h = _i32(buf, at)
+        phy = _i64(buf, at + 4)
+        diff = _i32(buf, at + 12)
+        prev = _i32(buf, at + 16)
+        bad = h < 0 or diff < 0 or prev < 0 or prev >= i
+        if not bad and prev > 0:
+            ph = _i32(buf, first + prev * 20)
+            bad = ph < 0 or ph % slots != h % slots
+        if bad:
+            if n_entries < len(bad_entries):
+                bad_entries[n_entries] = i
+            n_entries += 1
+        if i == 1 or phy < low:
+            low = phy
+        if i == 1 or phy > high:
+            high = phy
+        if i > 1 and phy < last:
+            ordered = False
+        last = phy
+    return used, n_entries, n_slots, low, high, ordered
+
+
 # ------------------------------------------ the same checks, against records already scanned
 
 SCANNED = ("offset", "size", "queue_id", "queue_offset", "sys_flag", "store_ts", "topic_hash", "topic_len")
@@ -753,6 +823,7 @@ def warm_up() -> None:
     check_entries(buf, 0, 64, one, one, one.copy(), one.copy())
     hop_to(buf, 0, 64, 64)
     lower_bound(buf, 0, 20, 0, 1, 0)
+    index_structure(buf, 1, 1, one.copy(), one.copy(), one.copy())
     records = scanned([])
     check_units_scanned(records, buf, 0, 64, one, one, one, one, "T", 0, False, one)
     check_entries_scanned(records, buf, 0, 64, one, one, one.copy())

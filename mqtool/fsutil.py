@@ -36,6 +36,17 @@ def open_store_file(path, *, create_size: int | None = None, writable: bool = Fa
     return open_read(path)
 
 
+def empty_last_file(paths: list) -> tuple[list, object]:
+    """(paths, the last one when it is 0 bytes long, else None) for name-sorted store files.
+
+    Creating a store file is an open and then a resize: a crash between the two leaves a
+    0-byte newest file.  RocketMQ 5.x deletes it when it loads the directory (4.9.8 refuses
+    to load); mqtool's stores set it aside at open the same way (into the quarantine)."""
+    if paths and os.stat(paths[-1]).st_size == 0:
+        return paths[:-1], paths[-1]
+    return paths, None
+
+
 def scandir(directory):
     """(name, is_file, stat) for each entry of directory, without touching its atime."""
     try:

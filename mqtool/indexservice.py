@@ -30,6 +30,7 @@ class IndexService:
         self.checkpoint = checkpoint
         self.on_create = on_create
         self.max_msgs_num_batch = max_msgs_num_batch
+        self.empty_file = None   # a 0-byte newest index file a crash left (load sets it aside)
         self.files: list[IndexFile] = []
 
     # -------------------------------------------------------------- loading
@@ -43,9 +44,9 @@ class IndexService:
             names = sorted(n for n, is_file, _, _ in fsutil.scandir(self.directory) if is_file)
         except FileNotFoundError:
             pass
-        for name in names:
-            if not is_index_name(name):
-                continue
+        names = [n for n in names if is_index_name(n)]
+        paths, self.empty_file = fsutil.empty_last_file([self.directory / n for n in names])
+        for name in (p.name for p in paths):
             f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, writable=writable)
             if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
                 f.close()

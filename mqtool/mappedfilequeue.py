@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool import fsutil
 from mqtool.errors import NotAStoreError
 from mqtool.formats.filenames import is_offset_name, name_to_offset, offset_to_name
 from mqtool.mappedfile import MappedFile
@@ -52,7 +53,11 @@ class MappedFileQueue:
         self.preallocate = preallocate
         self.warm_ahead = warm_ahead
         self._preallocated: MappedFile | None = None
-        self._load(sorted(paths, key=lambda p: p.name))
+        paths = sorted(paths, key=lambda p: p.name)
+        self.empty_file = None   # strict: a 0-byte newest file, left by a crash, not loaded
+        if strict:
+            paths, self.empty_file = fsutil.empty_last_file(paths)
+        self._load(paths)
         if writable:
             for mf in self.files:  # as MappedFileQueue.doLoad: recovery sets the real positions
                 mf.set_positions(mf.file_size)

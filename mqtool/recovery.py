@@ -60,13 +60,14 @@ class RecoveryPlan:
     queue_cuts: list[QueueCut] = field(default_factory=list)
     dropped_index_files: list[Path] = field(default_factory=list)    # newer than the checkpoint (crash)
     rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
+    empty_files: list[Path] = field(default_factory=list)   # 0-byte newest files a crash left (5.x deletes them)
     redispatch_from: int = 0
     stop: Problem | None = None                # why the walk stopped, when it was damage
     records_checked: int = 0
 
     @property
     def changes_anything(self) -> bool:
-        return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts
+        return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts or self.empty_files
                     or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut)
 
     def to_json(self) -> dict:
@@ -78,6 +79,7 @@ class RecoveryPlan:
                            "unitsCut": max(0, (q.written_end - q.keep_bytes) // UNIT_SIZE),
                            "reason": q.reason} for q in self.queue_cuts],
             "droppedIndexFiles": [str(p) for p in self.dropped_index_files],
+            "emptyFiles": [str(p) for p in self.empty_files],
             "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
             "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self.cut - self.redispatch_from),
             "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
@@ -235,6 +237,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
             result.queue_cuts.append(QueueCut(topic, queue_id, keep, written_end, reason))
         max_cq_physic = max(max_cq_physic, max_physic)
     result.dropped_index_files = list(store.dropped_index_files)
+    queues = [store.commitlog_queue] + [cq.files for _, cq in sorted(store.dispatcher.queues.items())]
+    result.empty_files = [q.empty_file for q in queues + [store.index] if q.empty_file is not None]
     min_offset = files[0].file_from_offset if files else 0
     if abnormal:
         result.redispatch_from = walk_from
@@ -271,6 +275,9 @@ def _max_physic_below(cq, keep: int) -> int:
 def apply(store, p: RecoveryPlan, quarantine) -> None:
     """Carry out a plan on the open store: cut, quarantine, re-dispatch."""
     queue = store.commitlog_queue
+    # 0. empty files a crash left while creating them: out of the way before anything is written
+    for path in p.empty_files:
+        quarantine.move_file(path, "0-byte file left by a crash while it was being created")
     # 1. commitlog: keep cut bytes, zero them, move later files out
     mf = queue.find_by_offset(p.cut)
     if mf is not None and p.data_end > p.cut:

@@ -1,8 +1,10 @@
 """verify-crc: check every byte of a store and every reference between its files.
 
 Read-only.  Three scopes, each split into independent tasks (one commitlog
-file, one consume queue, one index file) so that `--jobs` can spread them over
-processes:
+file, one consume queue, one index file, parts of big commitlog files) so that
+`--jobs` can spread them over threads (the per-record work runs in compiled
+kernels that release the GIL, so threads share the cores without the cost of
+forking and pickling):
 
 - commitlog: the walker's structural checks (magic, sizes, BLANK records,
   non-zero bytes after the data, files without their BLANK, zero gaps), the
@@ -25,9 +27,8 @@ module decides what is a problem and how to say it.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -456,6 +457,12 @@ def _entries(ix, count: int):
             entries["diff"].astype(np.int64), entries["prev"].astype(np.int64))
 
 
+def _slot_of(ix, number: int) -> int:
+    """The slot an entry's hash belongs to (-1 for a negative hash, which belongs nowhere)."""
+    key_hash = ix.entry(number).key_hash
+    return key_hash % ix.hash_slot_num if key_hash >= 0 else -1
+
+
 def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResult:
     """Check one index file on its own: header, slots, chains; and say which commitlog offsets
     its entries point at."""
@@ -480,44 +487,45 @@ def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResul
             result.findings.append(Finding("index", "bad-header", shown, 32 + 4, None,
                                            "indexCount is out of range", expected=f"1..{index_num}", found=count))
         count = min(max(count, 1), index_num)
-        first_entry, hashes, phy, diffs, prevs = _entries(ix, count)
-        slot_values = np.frombuffer(ix.buf, dtype=">i4", count=slots, offset=index_format.HEADER_SIZE).astype(np.int32)
-        numbers = np.arange(count)
+        first_entry = index_format.entry_position(slots, 0)
+        buf = np.frombuffer(ix.buf, dtype=np.uint8)
+        cap = 1024
+        while True:
+            bad_entries, bad_slots, slot_kinds = (np.empty(cap, dtype=np.int64) for _ in range(3))
+            used, n_entries, n_slots, low, high, ordered = fastscan.index_structure(
+                buf, slots, count, bad_entries, bad_slots, slot_kinds)
+            if max(n_entries, n_slots) <= cap:
+                break
+            cap = max(n_entries, n_slots)    # a badly damaged file: room for every finding
+        del buf
         result.entries = max(count - 1, 0)
-        used = (slot_values > 0) & (slot_values < count)
-        if int(used.sum()) != h.hash_slot_count:
+        if used != h.hash_slot_count:
             result.findings.append(Finding("index", "bad-header", shown, 32, None,
                                            "hashSlotCount is not the number of used slots",
-                                           expected=int(used.sum()), found=h.hash_slot_count))
-        for slot in np.flatnonzero((slot_values != 0) & ~used).tolist():
-            result.findings.append(Finding("index", "bad-slot", shown, index_format.slot_position(slot), None,
-                                           f"slot {slot} points at entry {int(slot_values[slot])}, "
-                                           f"outside 1..{count - 1}"))
-        live = numbers >= 1
-        slot_of = np.where(hashes >= 0, hashes % slots, -1)
-        used_slots = np.flatnonzero(used)
-        for slot in used_slots[slot_of[slot_values[used_slots]] != used_slots].tolist():
-            head = int(slot_values[slot])
-            result.findings.append(Finding("index", "bad-slot", shown, index_format.slot_position(slot), None,
-                                           f"slot {slot} points at entry {head}, whose hash belongs to slot "
-                                           f"{int(slot_of[head])}"))
-        bad_prev = live & ((prevs < 0) | (prevs >= numbers))
-        chained = live & ~bad_prev & (prevs > 0)
-        wrong_chain = chained & (slot_of[np.where(chained, prevs, 0)] != slot_of)
-        for i in np.flatnonzero(bad_prev | wrong_chain | (live & (hashes < 0)) | (live & (diffs < 0))).tolist():
+                                           expected=used, found=h.hash_slot_count))
+        for slot, kind in zip(bad_slots[:n_slots].tolist(), slot_kinds[:n_slots].tolist()):
+            head = ix.slot(slot)
+            if kind == fastscan.SLOT_OUT_OF_RANGE:
+                what = f"slot {slot} points at entry {head}, outside 1..{count - 1}"
+            else:
+                what = f"slot {slot} points at entry {head}, whose hash belongs to slot {_slot_of(ix, head)}"
+            result.findings.append(Finding("index", "bad-slot", shown, index_format.slot_position(slot), None, what))
+        for i in bad_entries[:n_entries].tolist():
+            entry = ix.entry(i)
             result.findings.append(Finding("index", "bad-entry", shown, first_entry + i * index_format.ENTRY_SIZE,
-                                           int(phy[i]), f"entry {i}: hash {int(hashes[i])}, prevIndex "
-                                           f"{int(prevs[i])}, timeDiff {int(diffs[i])} do not form a valid chain"))
+                                           entry.phy_offset, f"entry {i}: hash {entry.key_hash}, prevIndex "
+                                           f"{entry.prev_index}, timeDiff {entry.time_diff} do not form a valid "
+                                           "chain"))
         if count > 1:
-            if h.begin_phy_offset != int(phy[1]) or h.end_phy_offset != int(phy[count - 1]):
+            first, last = ix.entry(1).phy_offset, ix.entry(count - 1).phy_offset
+            if h.begin_phy_offset != first or h.end_phy_offset != last:
                 result.findings.append(Finding("index", "bad-header", shown, 16, None,
                                                "beginPhyOffset/endPhyOffset are not the first and last entries'",
-                                               expected=[int(phy[1]), int(phy[count - 1])],
-                                               found=[h.begin_phy_offset, h.end_phy_offset]))
-            result.pointers.append(Pointers("index", path_text, int(phy[1:].min()), int(phy[1:].max()),
-                                            slots=slots, index_num=index_num, begin_timestamp=h.begin_timestamp,
+                                               expected=[first, last], found=[h.begin_phy_offset, h.end_phy_offset]))
+            result.pointers.append(Pointers("index", path_text, int(low), int(high), slots=slots,
+                                            index_num=index_num, begin_timestamp=h.begin_timestamp,
                                             end_timestamp=h.end_timestamp, count=count, first=1, last=count,
-                                            sorted=bool((np.diff(phy[1:]) >= 0).all())))
+                                            sorted=bool(ordered)))
     finally:
         ix.close()
     return result
@@ -610,7 +618,8 @@ class Summary:
     skipped: int = 0
     problems: int = 0
     by_kind: dict = field(default_factory=dict)
-    seconds: float = 0.0
+    seconds: float = 0.0         # the checking
+    load_seconds: float = 0.0    # loading the compiled kernels first (about 0.15 s in a fresh process)
 
     def add(self, result: TaskResult, counted: bool = True) -> None:
         """counted False: a commitlog part run only for the cross-checks (its bytes are not the
@@ -632,7 +641,7 @@ class Summary:
         return {"type": "summary", "scopes": list(self.scopes), "files": self.files, "bytes": self.bytes,
                 "records": self.records, "blanks": self.blanks, "units": self.units, "entries": self.entries,
                 "skippedBytes": self.skipped, "problems": self.problems, "problemsByKind": self.by_kind,
-                "seconds": round(self.seconds, 3),
+                "seconds": round(self.seconds, 3), "loadSeconds": round(self.load_seconds, 3),
                 "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None}
 
 
@@ -653,11 +662,14 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
 
     First every consume queue and index file is checked on its own (and says where its entries
     point); then every commitlog part, with the entries pointing into it.  on_progress(bytes)
-    is called as tasks finish.  With jobs > 1 tasks run in that many processes; with an engine
+    is called as tasks finish.  With jobs > 1 tasks run in that many threads; with an engine
     (pipeline.LocalEngine or sparksource.SparkEngine) they are its partitions, so on Spark the
     checks run on the executors (which must see the store at the same path)."""
     summary = Summary(tuple(scopes))
+    loading = time.perf_counter()
+    fastscan.warm_up()   # loading the compiled kernels is start-up, timed on its own (load_seconds)
     started = time.perf_counter()
+    summary.load_seconds = started - loading
     delays = layout.config.delay_levels_ms()
     display = _display(layout)
 
@@ -750,7 +762,7 @@ def _coverage(results, runs, emit) -> None:
 
 
 class _Pool:
-    """Runs tasks in this process, or with jobs > 1 in a pool of forked processes."""
+    """Runs tasks one after the other, or with jobs > 1 in that many threads."""
 
     def __init__(self, jobs: int):
         self.jobs = jobs
@@ -759,8 +771,7 @@ class _Pool:
 
     def __enter__(self):
         if self.parallel:
-            fastscan.warm_up()   # load the compiled kernels once, before the workers fork
-            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("fork"))
+            self.pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="verify")
         return self
 
     def __exit__(self, *exc):

@@ -152,6 +152,32 @@ def test_index_slot_and_entry_damage(store_copy, run_cli):
     assert result.code == 1
 
 
+def test_index_structure_damage(store_copy, run_cli):
+    """Slots and chains checked from the index file alone: a slot whose head belongs to another
+    slot, an entry whose prevIndex points forward, a negative timeDiff, a wrong hashSlotCount."""
+    store = store_copy("basic")
+    (path,) = (store / "index").iterdir()
+    raw = path.read_bytes()
+    slots = struct.unpack_from(">100i", raw, index_format.HEADER_SIZE)
+    used = [i for i, v in enumerate(slots) if v > 0]
+    entry_hash = lambda n: struct.unpack_from(">i", raw, index_format.entry_position(100, n))[0]  # noqa: E731
+    a, b = used[0], next(s for s in used if entry_hash(slots[s]) % 100 != used[0])
+    _patch(path, index_format.slot_position(a), struct.pack(">i", slots[b]))    # a's head is b's
+    forward = index_format.entry_position(100, 3)
+    _patch(path, forward + 16, struct.pack(">i", 7))                           # prevIndex 7 > 3
+    late = index_format.entry_position(100, 4)
+    _patch(path, late + 12, struct.pack(">i", -5))                             # timeDiff < 0
+    count = struct.unpack_from(">i", raw, 32)[0]
+    _patch(path, 32, struct.pack(">i", count + 1))                             # hashSlotCount
+    result, found, _ = problems(run_cli, store, "--scope", "index")
+    got = {(p["kind"], p["fileOffset"]) for p in found}
+    assert {("bad-slot", index_format.slot_position(a)), ("bad-entry", forward), ("bad-entry", late),
+            ("bad-header", 32)} <= got
+    header = next(p for p in found if p["kind"] == "bad-header" and p["fileOffset"] == 32)
+    assert (header["expected"], header["found"]) == (len(used), count + 1)
+    assert result.code == 1
+
+
 def test_preallocated_empty_file_is_normal_but_bytes_after_the_data_are_not(store_copy, run_cli):
     store = store_copy("crash")     # ends with a pre-created, all-zero next file
     result, found, _ = problems(run_cli, store, "--scope", "commitlog")

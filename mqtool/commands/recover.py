@@ -67,6 +67,8 @@ def _show(plan, as_json: bool, *, applied: bool, quarantine) -> None:
     if plan.data_end > plan.cut:
         lines.append(f"  {verb}zero {plan.data_end - plan.cut:,} bytes after the cut "
                      f"(offsets {plan.cut}..{plan.data_end})")
+    for path in plan.empty_files:
+        lines.append(f"  {verb}set aside empty file {path} (a crash while it was being created)")
     for path in plan.removed_files:
         lines.append(f"  {verb}remove commitlog file {path} (beyond the cut)")
     for cut in plan.queue_cuts:

@@ -19,7 +19,8 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
               show_default=True, help="What to check (repeatable): the commitlog's records and CRCs, consume "
                                       "queue units against the records, index entries against the records.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="--engine local: spread files over this many processes.")
+              help="--engine local: check files and parts of files in this many threads (the checks run in "
+                   "compiled code that releases the GIL).")
 @click.option("--no-crc", is_flag=True, help="Skip body CRCs (structure and cross-checks only).")
 @engineopts.spark_options
 @options.progress_option
