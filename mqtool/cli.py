@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from mqtool import __version__, errors
+from mqtool import __version__, errors, heap
 from mqtool.commands import append, dump, info, rebuild_cq, recover, salvage, verify_crc
 from mqtool.commands import get, lookup_by_id, lookup_by_key
 from mqtool.commands import clean
@@ -125,4 +125,5 @@ def run(argv=None) -> int:
 
 
 def main() -> None:
+    heap.keep_freed_memory()
     sys.exit(run())

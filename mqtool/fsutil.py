@@ -36,14 +36,21 @@ def open_store_file(path, *, create_size: int | None = None, writable: bool = Fa
     return open_read(path)
 
 
-def empty_last_file(paths: list) -> tuple[list, object]:
+def empty_last_file(paths: list, is_store_name) -> tuple[list, object]:
     """(paths, the last one when it is 0 bytes long, else None) for name-sorted store files.
 
     Creating a store file is an open and then a resize: a crash between the two leaves a
     0-byte newest file.  RocketMQ 5.x deletes it when it loads the directory (4.9.8 refuses
-    to load); mqtool's stores set it aside at open the same way (into the quarantine)."""
-    if paths and os.stat(paths[-1]).st_size == 0:
-        return paths[:-1], paths[-1]
+    to load); mqtool's stores set it aside at open the same way (into the quarantine).  Only
+    a file named as the store names its files (is_store_name) counts; anything else is left
+    for the loader to refuse."""
+    if paths and is_store_name(paths[-1].name):
+        try:
+            empty = os.stat(paths[-1]).st_size == 0
+        except OSError:      # a dangling link and the like: the loader says what is wrong
+            empty = False
+        if empty:
+            return paths[:-1], paths[-1]
     return paths, None
 
 

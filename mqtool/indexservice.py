@@ -45,7 +45,7 @@ class IndexService:
         except FileNotFoundError:
             pass
         names = [n for n in names if is_index_name(n)]
-        paths, self.empty_file = fsutil.empty_last_file([self.directory / n for n in names])
+        paths, self.empty_file = fsutil.empty_last_file([self.directory / n for n in names], is_index_name)
         for name in (p.name for p in paths):
             f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, writable=writable)
             if not last_exit_ok and f.end_timestamp > index_msg_timestamp:

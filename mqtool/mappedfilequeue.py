@@ -56,7 +56,7 @@ class MappedFileQueue:
         paths = sorted(paths, key=lambda p: p.name)
         self.empty_file = None   # strict: a 0-byte newest file, left by a crash, not loaded
         if strict:
-            paths, self.empty_file = fsutil.empty_last_file(paths)
+            paths, self.empty_file = fsutil.empty_last_file(paths, is_offset_name)
         self._load(paths)
         if writable:
             for mf in self.files:  # as MappedFileQueue.doLoad: recovery sets the real positions

@@ -22,31 +22,6 @@ from numba import types
 import isal
 
 
-def _keep_freed_memory() -> None:
-    """Ask glibc's malloc to keep freed memory for reuse instead of handing it back at once.
-
-    The walks allocate column arrays of a few MiB per chunk of records and free them
-    right after; by default glibc maps each such block fresh and unmaps it on free, so
-    every chunk pays page faults for memory it had a moment ago (about a tenth of a
-    verify-crc run).  Blocks below 256 MiB come from the heap, which grows 64 MiB at a
-    time and keeps up to 1 GiB of freed memory for the next chunk: the peak does not
-    grow, the memory is only kept while the command runs.
-    Elsewhere than glibc this does nothing."""
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
-    mallopt(m_mmap_threshold, 256 << 20)
-    mallopt(m_trim_threshold, 1 << 30)
-    mallopt(m_top_pad, 64 << 20)
-
-
-_keep_freed_memory()
-
-
 def _load_isal() -> None:
     for path in glob.glob(os.path.join(os.path.dirname(isal.__file__), "isal_zlib*.so")):
         _llvm.load_library_permanently(path)

@@ -23,6 +23,7 @@ from pathlib import Path
 from mqtool import commitlog, fsutil, recovery, topics
 from mqtool.commitlog import Problem
 from mqtool.dispatch import Dispatcher
+from mqtool.errors import RefusedError
 from mqtool.formats.commitlog import Record
 from mqtool.indexservice import IndexService
 from mqtool.message import MessageInner
@@ -72,6 +73,9 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
     started = time.perf_counter()
     queue = commitlog.open_queue(layout, strict=True)
     try:
+        if queue.empty_file is not None:
+            raise RefusedError("a 0-byte newest commitlog file (a crash while it was being created, or "
+                               "lost data): run `mqtool recover` first", path=queue.empty_file)
         files = queue.files
         start = files[0].file_from_offset if files else 0
         if dry_run or not files:

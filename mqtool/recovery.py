@@ -32,9 +32,11 @@ import numpy as np
 
 from mqtool import commitlog, fastscan
 from mqtool.commitlog import EndOfData, Problem
+from mqtool.errors import RefusedError
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
+from mqtool.formats.filenames import name_to_offset
 
 _MAGIC_POS = 4
 _SYSFLAG_POS = 36
@@ -226,8 +228,10 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     if cut_file is not None:
         result.removed_files = [mf.path for mf in files if mf.file_from_offset > cut_file.file_from_offset]
     max_cq_physic = -1
+    pointed = -1             # the furthest any consume queue unit reaches into the commitlog
     for (topic, queue_id), cq in sorted(store.dispatcher.queues.items()):
         end, max_physic, written_end = scan_consume_queue(cq)
+        pointed = max(pointed, max_physic)
         keep = end
         if max_physic >= cut:
             keep = queue_cut_for(cq, cut, end)
@@ -239,6 +243,11 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     result.dropped_index_files = list(store.dropped_index_files)
     queues = [store.commitlog_queue] + [cq.files for _, cq in sorted(store.dispatcher.queues.items())]
     result.empty_files = [q.empty_file for q in queues + [store.index] if q.empty_file is not None]
+    lost = queue.empty_file
+    if lost is not None and pointed > name_to_offset(lost.name):
+        raise RefusedError("this 0-byte commitlog file held messages (consume queue units point into it): "
+                           "they are lost, this is not a crash while the file was being created; "
+                           "`mqtool salvage` copies every intact message into a new store", path=lost)
     min_offset = files[0].file_from_offset if files else 0
     if abnormal:
         result.redispatch_from = walk_from
@@ -278,6 +287,8 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     # 0. empty files a crash left while creating them: out of the way before anything is written
     for path in p.empty_files:
         quarantine.move_file(path, "0-byte file left by a crash while it was being created")
+    for q in [queue] + [cq.files for cq in store.dispatcher.queues.values()] + [store.index]:
+        q.empty_file = None
     # 1. commitlog: keep cut bytes, zero them, move later files out
     mf = queue.find_by_offset(p.cut)
     if mf is not None and p.data_end > p.cut:

@@ -775,8 +775,8 @@ class _Pool:
         return self
 
     def __exit__(self, *exc):
-        if self.pool is not None:
-            self.pool.shutdown()
+        if self.pool is not None:   # after a failure (or Ctrl-C) the tasks not started yet are dropped
+            self.pool.shutdown(cancel_futures=exc[0] is not None)
 
     def submit(self, layout, tasks, sizes) -> list:
         """Start the tasks, the biggest first (in the pool; in this process they run in collect)."""

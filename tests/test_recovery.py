@@ -230,6 +230,33 @@ def test_empty_newest_files_a_crash_left_are_set_aside(tmp_path, run_cli):
     assert run_cli("verify-crc", root, *sizes).code == 0
 
 
+def test_empty_files_that_are_not_crash_leftovers_are_refused(tmp_path, run_cli):
+    """Only a 0-byte newest file named as the store names its files, and holding nothing the
+    store points at, is set aside: an emptied commitlog file that consume queues point into
+    lost messages (refused, exit 3), a stray empty file is not the store's (exit 4)."""
+    sizes = ["--set", "mappedFileSizeCommitLog=4096", "--set", "mappedFileSizeConsumeQueue=200",
+             "--set", "maxHashSlotNum=16", "--set", "maxIndexNum=64"]
+    root = tmp_path / "s"
+    spread_store(root, files=2)
+    stray = root / "consumequeue" / "Spread" / "0" / "zz-notes"
+    stray.touch()
+    assert run_cli("recover", root, *sizes, "--dry-run").code == 4
+    assert run_cli("recover", root, *sizes).code == 4
+    assert stray.exists()
+    stray.unlink()
+    files = sorted((root / "commitlog").iterdir())
+    if not any(files[-1].read_bytes()):               # the pre-created next file: not the point here
+        files.pop().unlink()
+    last = files[-1]
+    before = last.read_bytes()
+    last.write_bytes(b"")                              # its messages are gone
+    for args in (["recover", "--dry-run"], ["recover"], ["rebuild-cq"]):
+        result = run_cli(args[0], root, *sizes, *args[1:])
+        assert result.code == 3, (args, result.err)
+        assert last.name in result.err
+    assert last.exists() and last.stat().st_size == 0 and before
+
+
 # ------------------------------------------------------------------ rebuild-cq
 
 @pytest.mark.parametrize("name", ["basic", "features", "multifile", "basic5"])
