@@ -14,12 +14,45 @@ from __future__ import annotations
 
 import glob
 import os
+import tempfile
 
-import llvmlite.binding as _llvm
-import numba
-from numba import types
 
-import isal
+def cache_dir_for(package_dir: str, environ, writable=None) -> str | None:
+    """Where numba should cache the compiled kernels, when not next to the sources.
+
+    numba writes its cache into the package's __pycache__, else into the user's cache
+    directory, and refuses to compile a cache=True function when it can write neither (a
+    root-installed venv run by a cron user without a writable home).  Then: a private
+    directory of this user under $XDG_CACHE_HOME, ~/.cache or the system's temp directory
+    (created 0700, used only when this user owns it).  None: leave numba to its own rules."""
+    writable = writable or (lambda path: os.access(path, os.W_OK))
+    if environ.get("NUMBA_CACHE_DIR"):
+        return None
+    pycache = os.path.join(package_dir, "__pycache__")
+    if writable(pycache if os.path.isdir(pycache) else package_dir):
+        return None
+    home = os.path.expanduser("~")
+    bases = [environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), tempfile.gettempdir()]
+    for base in bases:
+        candidate = os.path.join(base, f"mqtool-numba-{os.geteuid()}")
+        try:
+            os.makedirs(candidate, mode=0o700, exist_ok=True)
+            if os.stat(candidate).st_uid == os.geteuid() and writable(candidate):
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+_cache_dir = cache_dir_for(os.path.dirname(os.path.abspath(__file__)), os.environ)
+if _cache_dir is not None:
+    os.environ["NUMBA_CACHE_DIR"] = _cache_dir   # read by numba when it is first imported, just below
+
+import llvmlite.binding as _llvm  # noqa: E402
+import numba  # noqa: E402
+from numba import types  # noqa: E402
+
+import isal  # noqa: E402
 
 
 def _load_isal() -> None:

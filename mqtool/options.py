@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import click
 
+from mqtool import fsutil
 from mqtool.config import config_for_store
 from mqtool.errors import UsageError
 from mqtool.layout import StoreLayout, discover
@@ -78,7 +79,7 @@ def store_config_for_write(store: str, config_path: str | None, settings):
     overrides = parse_settings(settings)
     config = config_for_store(store, config_path, overrides)
     root = config.root
-    if not root.exists() or not any(root.iterdir()):
+    if not root.exists() or not fsutil.scandir(root):   # (scandir: no access time changes)
         return config
     layout = discover(config, config_given=False, must_exist=True)
     given = set(overrides)

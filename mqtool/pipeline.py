@@ -111,7 +111,7 @@ def find_stores(paths, config_path: str | None = None, settings=()) -> list[Stor
             found.append(Store(name or _default_name(path), str(path.resolve()), config_path, tuple(settings)))
             continue
         children = []
-        for child in sorted(p for p in path.iterdir() if p.is_dir()):
+        for child in sorted(path / name for name, _, is_dir, _ in fsutil.scandir(path) if is_dir):
             if _looks_like_store(child):
                 children.append(Store(child.name, str(child.resolve()), config_path, tuple(settings)))
             elif _looks_like_store(child / "store"):

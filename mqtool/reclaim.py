@@ -39,6 +39,7 @@ than deleted, a later run removes them once due, and `undo` puts them back.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -134,10 +135,12 @@ def pct(ratio: float) -> str:
 
 def parse_delete_when(text: str) -> list[int]:
     """deleteWhen: hours of the day separated by ';' (UtilAll.isItTimeToDo), e.g. `04` or `03;04`."""
+    words = [w.strip() for w in str(text).split(";")]
+    while len(words) > 1 and not words[-1]:    # as Java's String.split: trailing empty parts dropped
+        words.pop()
     hours = []
-    for word in str(text).split(";"):
-        word = word.strip()
-        if not word.isdigit():
+    for word in words:
+        if not re.fullmatch(r"[0-9]+", word):
             raise UsageError(f"deleteWhen={text!r}: expected hours of the day separated by ';', e.g. 04 or 03;04")
         hours.append(int(word))
     return hours
@@ -434,8 +437,11 @@ class Reclaimer:
         view, config, levels, disk = self.view, self.view.config, report.levels, report.disk
         files = list(view.commitlog.files)
         mtimes = {Path(f.path): f.mtime for f in view.layout.commitlog_files()}   # the store's listing
-        max_files = policy.max_files if policy.max_files is not None else config.deleteFileBatchMax
-        retention_ms = policy.retention_ms if policy.retention_ms is not None else config.fileReservedTime * HOUR_MS
+        # the broker's values as the broker reads them: it checks the batch limit after a deletion
+        # (0 still deletes one file a run), and a negative fileReservedTime has every file expired
+        max_files = policy.max_files if policy.max_files is not None else max(1, config.deleteFileBatchMax)
+        retention_ms = (policy.retention_ms if policy.retention_ms is not None
+                        else max(0, config.fileReservedTime * HOUR_MS))
         retention_text = (f"--retention {_hours(retention_ms)}" if policy.retention_ms is not None
                           else f"fileReservedTime {config.fileReservedTime} h")
         above_max = disk.known and disk.ratio > levels.max_used

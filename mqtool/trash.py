@@ -44,6 +44,14 @@ class Staged:
     extra: dict = field(default_factory=dict)
 
 
+def _unreadable(path, why: str):
+    """A manifest mqtool cannot read is never overwritten: the files it lists would be lost."""
+    from mqtool.errors import DataError
+
+    return DataError(f"the trash manifest cannot be read ({why}); the staged files are kept: repair it or "
+                     "move it away (with the trash's files) before cleaning again", path=path)
+
+
 class Trash:
     def __init__(self, store_root, *, adopt=None):
         self.root = Path(store_root)
@@ -55,17 +63,23 @@ class Trash:
     def _load(self) -> list[Staged]:
         path = self.dir / MANIFEST
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(fsutil.read_file(path).decode("utf-8"))
         except FileNotFoundError:
             return []
-        except (OSError, ValueError):
-            return []   # an unreadable manifest: its files stay put until an operator looks
+        except (OSError, ValueError) as exc:
+            raise _unreadable(path, str(exc)) from None
+        items = doc.get("staged") if isinstance(doc, dict) else None
+        if not isinstance(items, list):
+            raise _unreadable(path, 'not an object with a "staged" list')
         entries = []
-        for item in doc.get("staged", []):
+        for number, item in enumerate(items):
             try:
                 entry = Staged(**item)
             except TypeError:
-                continue
+                raise _unreadable(path, f"entry {number} is not a staged file") from None
+            if not (isinstance(entry.path, str) and isinstance(entry.trash, str)
+                    and all(isinstance(v, int) for v in (entry.size, entry.staged_at, entry.due_at, entry.run))):
+                raise _unreadable(path, f"entry {number} is not a staged file")
             if (self.dir / entry.trash).exists():
                 entries.append(entry)
         return entries

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
@@ -323,3 +324,21 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
         files.clear()
         queue.close()
     assert settled and unsettled      # both ways were taken
+
+
+def test_kernel_cache_goes_where_this_user_can_write(tmp_path):
+    """numba refuses cache=True kernels when it can write neither the package's __pycache__ nor
+    the user's cache directory (a root-installed venv run by a cron user without a home): then
+    mqtool gives it a private directory of this user."""
+    from mqtool.native import cache_dir_for
+
+    package = tmp_path / "pkg"
+    (package / "__pycache__").mkdir(parents=True)
+    xdg = tmp_path / "xdg"
+    everything = lambda path: True  # noqa: E731
+    assert cache_dir_for(str(package), {"XDG_CACHE_HOME": str(xdg)}, writable=everything) is None
+    only_xdg = lambda path: str(path).startswith(str(xdg))  # noqa: E731
+    chosen = cache_dir_for(str(package), {"XDG_CACHE_HOME": str(xdg)}, writable=only_xdg)
+    assert chosen is not None and chosen.startswith(str(xdg))
+    assert os.stat(chosen).st_mode & 0o777 == 0o700
+    assert cache_dir_for(str(package), {"NUMBA_CACHE_DIR": "/elsewhere"}, writable=only_xdg) is None

@@ -243,6 +243,21 @@ def test_retention_options_replace_fileReservedTime(store_copy):
         assert not store.reclaim(Policy(retention_ms=-1)).changed                # -1: no time limit
 
 
+def test_broker_values_read_as_the_broker_reads_them(store_copy):
+    """deleteWhen with a trailing ';' (Java's split drops the empty part), a negative
+    fileReservedTime (every file expired), deleteFileBatchMax=0 (the limit is checked after a
+    deletion: one file a run)."""
+    from mqtool.reclaim import parse_delete_when
+
+    assert parse_delete_when("04;") == [4] and parse_delete_when("03;04;") == [3, 4]
+    root = store_copy("multifile")
+    clock = ManualClock(local_ms(4))
+    age(root, clock.now, 1)
+    with open_store(root, clock=clock, fileReservedTime=-1, deleteFileBatchMax=0, deleteWhen="04;") as store:
+        report = store.reclaim()
+        assert actions(report)[:2] == [(f"{0:020d}", "delete", "expired"), (f"{FILE:020d}", "keep", "batch-limit")]
+
+
 # --------------------------------------------------------------------- disk levels
 
 def test_above_diskMaxUsedSpaceRatio_expired_files_go_outside_the_window(store_copy):
@@ -640,9 +655,12 @@ def test_clean_stages_then_undo_restores_from_the_command_line(store_copy, run_c
 def test_dry_run_changes_nothing_and_prints_the_plan(store_copy, run_cli):
     from test_info_and_layout import snapshot
 
+    from test_info_and_layout import age_times
+
     root = store_copy("crash")
     now = datetime.now().timestamp() * 1000
     age(root, now, 100, 0, 3)
+    age_times(root)                       # a kernel with relatime would update these on a read
     state = snapshot(root)
     result = run_cli("clean", root, "--now", "--dry-run")
     assert result.code == 0, result.err
@@ -650,6 +668,37 @@ def test_dry_run_changes_nothing_and_prints_the_plan(store_copy, run_cli):
     assert "KEEP     commitlog/00000000000000196608" in result.out
     assert "not shut down cleanly" in result.err
     assert snapshot(root) == state
+
+
+def test_dry_run_reads_the_trash_manifest_without_touching_it(store_copy, run_cli):
+    from test_info_and_layout import age_times, snapshot
+
+    root = store_copy("multifile")
+    now = datetime.now().timestamp() * 1000
+    age(root, now, 100, 0, 2)
+    assert run_cli("clean", root, "--now").code == 0          # stages two files: a manifest now
+    age_times(root)
+    state = snapshot(root)
+    for args in (("--now", "--dry-run"), ("--undo", "--dry-run")):
+        result = run_cli("clean", root, *args)
+        assert result.code == 0, result.err
+    assert snapshot(root) == state
+
+
+@pytest.mark.parametrize("manifest", ["{not json", "[1, 2]", '{"staged": 5}', '{"staged": [{"path": 1}]}',
+                                      '{"staged": [7]}'])
+def test_a_damaged_trash_manifest_is_reported_never_overwritten(store_copy, run_cli, manifest):
+    root = store_copy("multifile")
+    now = datetime.now().timestamp() * 1000
+    age(root, now, 100, 0, 2)
+    assert run_cli("clean", root, "--now").code == 0
+    staged = sorted(p.name for p in (root / "trash" / "commitlog").iterdir())
+    (root / "trash" / "staged.json").write_text(manifest)
+    for args in (("--now",), ("--undo",), ("--now", "--dry-run")):
+        result = run_cli("clean", root, *args)
+        assert result.code == 1 and "staged.json" in result.err and "manifest" in result.err, (args, result.err)
+    assert (root / "trash" / "staged.json").read_text() == manifest
+    assert sorted(p.name for p in (root / "trash" / "commitlog").iterdir()) == staged
 
 
 def test_json_lines(store_copy, run_cli):
@@ -677,6 +726,7 @@ def test_json_lines(store_copy, run_cli):
     (("--retention-bytes", "lots"), 2, "--retention-bytes"),
     (("--delete-delay", "soon"), 2, "--delete-delay"),
     (("--set", "deleteWhen=4am"), 2, "deleteWhen"),
+    (("--set", "deleteWhen=\u00b2"), 2, "deleteWhen"),      # a digit to str.isdigit, not to int()
     (("--retention-ms", "-5"), 2, "--retention-ms"),
 ])
 def test_usage_errors(store_copy, run_cli, args, code, text):
