@@ -133,6 +133,15 @@ def pct(ratio: float) -> str:
     return f"{ratio * 100:.1f} %" if ratio >= 0 else "unknown"
 
 
+def _reopen(mf):
+    """A file's mapping again, after a deletion the file system refused (it was shut down)."""
+    from mqtool.mappedfile import MappedFile
+
+    again = MappedFile(mf.path, mf.file_size, writable=mf.writable)
+    again.set_positions(mf.file_size)
+    return again
+
+
 def parse_delete_when(text: str) -> list[int]:
     """deleteWhen: hours of the day separated by ';' (UtilAll.isItTimeToDo), e.g. `04` or `03;04`."""
     words = [w.strip() for w in str(text).split(";")]
@@ -217,6 +226,7 @@ class Report:
     offsets_known: bool = False         # consumerOffset.json was there to tell consumed from not
     warnings: list[str] = field(default_factory=list)
     incomplete: bool = False            # undo: staged files that could not go back
+    failed: int = 0                     # files that could not be deleted or staged (kept, reported)
 
     def count(self, kind: str | None = None, actions=ACTIONS_THAT_CHANGE) -> int:
         return sum(1 for d in self.decisions if d.action in actions and (kind is None or d.kind == kind))
@@ -563,7 +573,13 @@ class Reclaimer:
                 return
             with view.lock:
                 view.commitlog.files.remove(mf)
-            self._dispose(mf.path, decision, policy, trash, now, run, start_offset=mf.file_from_offset)
+            if not self._dispose(mf.path, decision, policy, trash, now, run, report,
+                                 start_offset=mf.file_from_offset):
+                with view.lock:
+                    view.commitlog.files.insert(0, _reopen(mf))
+                at = report.decisions.index(decision)   # oldest first, no holes: the rest wait
+                report.decisions[at + 1:] = [d for d in report.decisions[at + 1:] if d.kind != "commitlog"]
+                return
 
     def _clean_queues(self, new_min, old_min, policy, report, trash, run) -> None:
         """CleanConsumeQueueService: per queue, files whose last unit points below new_min go
@@ -601,8 +617,11 @@ class Reclaimer:
                     break
                 with view.lock:
                     cq.files.files.remove(mf)
-                self._dispose(mf.path, decision, policy, trash, now, run, start_offset=mf.file_from_offset,
-                              topic=topic, queue_id=queue_id)
+                if not self._dispose(mf.path, decision, policy, trash, now, run, report,
+                                     start_offset=mf.file_from_offset, topic=topic, queue_id=queue_id):
+                    with view.lock:
+                        cq.files.files.insert(0, _reopen(mf))
+                    break
             if victims and not policy.dry_run:
                 self._pause(interval)
             if not policy.dry_run:
@@ -630,20 +649,34 @@ class Reclaimer:
             with self.view.lock:
                 self.view.index_files.remove(f)
             f.close()
-            self._dispose(f.path, decision, policy, trash, self.view.clock.now_ms(), run)
+            if not self._dispose(f.path, decision, policy, trash, self.view.clock.now_ms(), run, report):
+                from mqtool.indexfile import IndexFile
 
-    def _dispose(self, path, decision, policy, trash, now, run, **where) -> None:
-        """Delete a file that has left its queue, or stage it in the trash."""
-        if policy.delete_delay_ms > 0:
-            entry = trash.stage(path, kind=decision.kind, size=decision.size, now_ms=now,
-                                delay_ms=policy.delete_delay_ms, run=run, reason=decision.reason, **where)
-            decision.details["trash"] = f"trash/{entry.trash}"
-            decision.details["dueAt"] = entry.due_at
-        else:
-            from mqtool import fsutil
+                with self.view.lock:
+                    self.view.index_files.insert(0, IndexFile(f.path, f.hash_slot_num, f.index_num, writable=True))
+                break
 
-            Path(path).unlink(missing_ok=True)
-            fsutil.fsync_dir(Path(path).parent)
+    def _dispose(self, path, decision, policy, trash, now, run, report, **where) -> bool:
+        """Delete a file that has left its queue, or stage it in the trash.  False when the file
+        system refused: the file stays, the decision says why, the run goes on (and exits 1)."""
+        from mqtool import fsutil
+
+        try:
+            if policy.delete_delay_ms > 0:
+                entry = trash.stage(path, kind=decision.kind, size=decision.size, now_ms=now,
+                                    delay_ms=policy.delete_delay_ms, run=run, reason=decision.reason, **where)
+                decision.details["trash"] = f"trash/{entry.trash}"
+                decision.details["dueAt"] = entry.due_at
+            else:
+                Path(path).unlink(missing_ok=True)
+                fsutil.fsync_dir(Path(path).parent)
+        except OSError as exc:
+            verb = "staged" if policy.delete_delay_ms > 0 else "deleted"
+            decision.action, decision.reason = KEEP, "failed"
+            decision.why = f"could not be {verb}: {exc.strerror or exc}; it stays where it is"
+            report.failed += 1
+            return False
+        return True
 
     # ---------------------------------------------------------------- consumers
     def _losses(self, report: Report) -> None:
@@ -738,8 +771,13 @@ class Reclaimer:
             if blocked:
                 break
             for e in logs:
-                self._restore(e, report, trash, dry_run)
-            cl_min = end
+                if not self._restore(e, report, trash, dry_run):   # the older ones would leave a hole
+                    blocked = (f"staged commitlog file {e.path} could not be put back, so the older ones "
+                               "would leave a hole")
+                    break
+                cl_min = e.start_offset
+            if blocked:
+                break
             queues = sorted((e for e in batch if e.kind == "consumequeue"), key=lambda e: e.start_offset, reverse=True)
             for e in queues:
                 key = (e.topic, e.queue_id)
@@ -773,7 +811,7 @@ class Reclaimer:
                                          {"trashed": f"trash/{entry.trash}"}))
         report.incomplete = True
 
-    def _restore(self, entry, report, trash, dry_run) -> None:
+    def _restore(self, entry, report, trash, dry_run) -> bool:
         why = f"staged {_ago(report.now_ms - entry.staged_at)} ago ({entry.reason}); put back"
         try:
             if not dry_run:
@@ -781,9 +819,10 @@ class Reclaimer:
                 self._reload(entry, path)
         except OSError as exc:
             self._not_restored(entry, report, "cannot-restore", f"cannot put it back: {exc.strerror or exc}")
-            return
+            return False
         report.decisions.append(Decision(entry.kind, entry.path, RESTORE, "undo", why, entry.size,
                                          {"trashed": f"trash/{entry.trash}"}))
+        return True
 
     def _reload(self, entry, path) -> None:
         """Map a restored file into the open store's queues."""

@@ -123,8 +123,23 @@ class Trash:
         self._make_dirs(target.parent)
         self.entries.append(entry)
         self._write()
-        fsutil.move_file(path, target)
+        try:
+            fsutil.move_file(path, target, before_copy=self._room_for)
+        except BaseException:
+            self.entries.remove(entry)   # the file stays where it was
+            self._write()
+            raise
         return entry
+
+    def _room_for(self, nbytes: int) -> None:
+        """A file from another file system is copied into the trash: never when that would
+        fill the trash's disk (the consume queues' and the index's disk)."""
+        import shutil
+
+        free = shutil.disk_usage(self.dir).free
+        if free < nbytes + (64 << 20):
+            raise OSError(errno.ENOSPC, f"no room to copy {nbytes} bytes into the trash ({free} bytes free); "
+                                        "use --delete-delay 0 to delete at once", str(self.dir))
 
     def remove(self, entry: Staged) -> None:
         """Remove a staged file for good."""

@@ -701,6 +701,54 @@ def test_a_damaged_trash_manifest_is_reported_never_overwritten(store_copy, run_
     assert sorted(p.name for p in (root / "trash" / "commitlog").iterdir()) == staged
 
 
+def _immutable(path, on: bool) -> None:
+    """chattr +i: even root can then neither rename nor delete the file (how the tests make the
+    file system refuse)."""
+    result = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    if result.returncode != 0:
+        pytest.skip(f"chattr is not available here: {result.stderr.decode().strip()}")
+
+
+def test_a_file_the_file_system_refuses_is_kept_and_the_run_goes_on(store_copy, run_cli):
+    root = store_copy("multifile")
+    now = datetime.now().timestamp() * 1000
+    age(root, now, 100, 0, 4)
+    before = commitlog_names(root)
+    closed = root / "trash" / "commitlog"          # nothing can be moved into it
+    closed.mkdir(parents=True)
+    _immutable(closed, True)
+    try:
+        result = run_cli("clean", root, "--now", "--json")
+    finally:
+        _immutable(closed, False)
+    assert result.code == 1 and "could not be deleted or staged" in result.err
+    decisions = [l for l in result.json_lines() if l["type"] == "decision" and l["kind"] == "commitlog"]
+    assert (decisions[0]["action"], decisions[0]["reason"]) == ("keep", "failed")
+    assert "could not be staged" in decisions[0]["why"]
+    assert all(d["action"] != "stage" for d in decisions)            # none after it either: no hole
+    assert result.json_lines()[-1]["type"] == "summary"              # the report is whole
+    assert commitlog_names(root) == before
+    assert run_cli("verify-crc", root).code == 0
+
+
+def test_undo_stops_where_a_file_cannot_go_back_and_leaves_no_hole(store_copy, run_cli):
+    root = store_copy("multifile")
+    now = datetime.now().timestamp() * 1000
+    age(root, now, 100, 0, 3)
+    assert run_cli("clean", root, "--now").code == 0                  # stages files 0, 1, 2
+    stuck = root / "trash" / "commitlog" / f"{FILE:020d}"
+    _immutable(stuck, True)
+    try:
+        result = run_cli("clean", root, "--undo", "--json")
+    finally:
+        _immutable(stuck, False)
+    assert result.code == 1
+    names = commitlog_names(root)
+    assert names[0] == f"{2 * FILE:020d}" and f"{0:020d}" not in names   # file 2 back, 1 stuck, 0 kept out
+    assert result.json_lines()[-1]["commitlogMinOffset"]["after"] == 2 * FILE
+    assert run_cli("verify-crc", root).code == 0
+
+
 def test_json_lines(store_copy, run_cli):
     root = store_copy("multifile")
     now = datetime.now().timestamp() * 1000

@@ -132,6 +132,8 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
     render(report, as_json=as_json, verbose=verbose or dry_run)
     if report.incomplete:
         raise ProblemsFound(f"{report.count(actions={reclaim.NOT_RESTORED})} staged file(s) could not be put back")
+    if report.failed:
+        raise ProblemsFound(f"{report.failed} file(s) could not be deleted or staged; they are kept (see above)")
 
 
 def _note(text: str) -> None:
