@@ -278,13 +278,17 @@ class StoreView:
 
 
 @contextlib.contextmanager
-def readonly_view(layout, config, *, clock, disk_usage):
+def readonly_view(layout, config, *, clock, disk_usage, leave_out=()):
     """A view over a store nobody has open, mapped read-only: for plans (--dry-run) that must
-    change nothing, not even by recovering."""
+    change nothing, not even by recovering.  leave_out: commitlog files a recovery would remove
+    (beyond its cut), which a real run never sees."""
     from mqtool import commitlog, consumequeue
     from mqtool.indexfile import IndexFile
 
     queue = commitlog.open_queue(layout)
+    for mf in [mf for mf in queue.files if mf.path in leave_out]:
+        queue.files.remove(mf)
+        mf.close()
     queues, index_files = {}, []
     try:
         for cq in consumequeue.open_all(layout):

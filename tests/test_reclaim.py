@@ -749,6 +749,26 @@ def test_undo_stops_where_a_file_cannot_go_back_and_leaves_no_hole(store_copy, r
     assert run_cli("verify-crc", root).code == 0
 
 
+def test_dry_run_on_a_crashed_store_plans_what_the_real_run_does(store_copy, run_cli):
+    """The real run recovers first (the pre-created file beyond the cut goes); the dry run
+    plans on what the recovery leaves."""
+    root = store_copy("crash")
+    now = datetime.now().timestamp() * 1000
+    age(root, now, 100)
+    args = ("--now", "--retention-ms", "0", "--max-files", "100", "--json")
+
+    def plan(*extra):
+        result = run_cli("clean", root, *args, *extra)
+        assert result.code == 0, result.err
+        lines = result.json_lines()
+        decided = sorted((l["file"], l["action"]) for l in lines if l["type"] == "decision")
+        return decided, lines[-1]["messagesRemoved"]
+
+    dry = plan("--dry-run")
+    assert dry == plan()
+    assert ("commitlog/00000000000002818048", "keep") in dry[0]
+
+
 def test_json_lines(store_copy, run_cli):
     root = store_copy("multifile")
     now = datetime.now().timestamp() * 1000

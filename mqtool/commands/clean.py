@@ -113,7 +113,12 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
         if holder is not None:
             raise RefusedError("the store is in use: a broker holds its lock file"
                                + (f" (process {holder})" if holder > 0 else ""), path=layout.lock_path)
-        with reclaim.readonly_view(layout, config, clock=clock, disk_usage=disk) as view:
+        leave_out = ()
+        if layout.abort_path.exists():   # a crashed store: the real run recovers first, so plan on what stays
+            plan = MessageStore(config, clock=clock, disk_usage=disk, start_services=False).open(
+                dry_run=True).recovery_plan
+            leave_out = set(plan.removed_files) | set(plan.empty_files)
+        with reclaim.readonly_view(layout, config, clock=clock, disk_usage=disk, leave_out=leave_out) as view:
             worker = reclaim.Reclaimer(view)
             report = worker.undo(dry_run=True) if undo else worker.run(policy)
         if layout.abort_path.exists():
