@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from mqtool import fsutil
-from mqtool.errors import NotAStoreError
+from mqtool.errors import DataError, NotAStoreError
 from mqtool.formats.filenames import is_offset_name, name_to_offset
 
 PAGE_SIZE = mmap.PAGESIZE
@@ -138,8 +138,8 @@ class MappedFile(ReferenceResource):
             actual = os.fstat(fd).st_size
             if actual != self.file_size:
                 if self.strict:
-                    raise NotAStoreError(f"file is {actual} bytes, but files of this kind are "
-                                         f"{self.file_size} bytes", path=self.path)
+                    raise DataError(f"file is {actual} bytes, but files of this kind are "
+                                    f"{self.file_size} bytes", path=self.path)
                 self.size_mismatch = True
                 self.file_size = actual
             if actual == 0:

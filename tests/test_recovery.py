@@ -257,6 +257,19 @@ def test_empty_files_that_are_not_crash_leftovers_are_refused(tmp_path, run_cli)
     assert last.exists() and last.stat().st_size == 0 and before
 
 
+def test_a_file_of_the_wrong_size_is_damage_for_the_writing_commands(store_copy, run_cli):
+    """A broker refuses to load a file of another length; so do recover and clean, as damage
+    (exit 1), naming the file."""
+    store = store_copy("multifile")
+    victim = sorted((store / "commitlog").iterdir())[2]
+    with open(victim, "r+b") as fh:
+        fh.truncate(1000)
+    for args in (["recover"], ["recover", "--dry-run"], ["clean", "--now"]):
+        result = run_cli(args[0], store, *args[1:])
+        assert result.code == 1 and victim.name in result.err and "1000 bytes" in result.err, (args, result.err)
+    assert victim.stat().st_size == 1000
+
+
 # ------------------------------------------------------------------ rebuild-cq
 
 @pytest.mark.parametrize("name", ["basic", "features", "multifile", "basic5"])
