@@ -92,8 +92,9 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
     commitlog's new minimum offset, and each queue's minimum offset is corrected.
     Files go to STORE/trash/ first and are removed a --delete-delay later.
 
-    Exit 0 done or nothing to do, 1 when --undo could not put every staged file back,
-    2 usage error, 3 a broker holds the store's lock, 4 not a store.
+    Exit 0 done or nothing to do; 1 when a file could not be deleted or staged (kept, reported),
+    --undo could not put every staged file back, or the trash manifest cannot be read; 2 usage
+    error; 3 a broker holds the store's lock; 4 not a store.
     """
     policy = reclaim.Policy(
         retention_ms=retention_ms(retention_ms_, retention_minutes, retention_hours),
