@@ -219,7 +219,7 @@ def apply_settings(config: StoreConfig, settings: dict[str, str], where: str = "
 def load_broker_conf(path, base: StoreConfig | None = None) -> StoreConfig:
     """Read a broker.conf; a missing or unreadable file is a usage error naming it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="iso-8859-1")   # as java.util.Properties.load reads it
     except OSError as exc:
         raise UsageError(f"cannot read broker config: {exc.strerror}", path=path) from None
     config = base or StoreConfig()
@@ -241,4 +241,11 @@ def config_for_store(root, conf_path=None, overrides: dict[str, str] | None = No
         config = config.replace(storePathRootDir=os.fspath(root))
     if overrides:
         config = apply_settings(config, overrides)
+    for name in SIZE_SETTINGS:
+        if getattr(config, name) <= 0:
+            raise UsageError(f"{name} must be above 0, not {getattr(config, name)}")
     return config
+
+
+SIZE_SETTINGS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
+"""The settings that give the store's file sizes (and with them its file layout)."""

@@ -8,6 +8,7 @@ apply).
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -15,13 +16,22 @@ _NOATIME = getattr(os, "O_NOATIME", 0)
 
 
 def open_read(path) -> int:
-    """A read-only file descriptor that does not update the file's access time."""
+    """A read-only file descriptor that does not update the file's access time.  Only regular
+    files: a FIFO or a device where a store file should be is refused (OSError), never waited
+    on (O_NONBLOCK keeps the open itself from blocking; it changes nothing for files)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK
     try:
-        return os.open(path, os.O_RDONLY | _NOATIME)
+        fd = os.open(path, flags | _NOATIME)
     except PermissionError:
         if not _NOATIME:
             raise
-        return os.open(path, os.O_RDONLY)
+        fd = os.open(path, flags)
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 def read_file(path) -> bytes:

@@ -137,7 +137,9 @@ class IndexFile:
             if entry.key_hash == key_hash and begin <= time_read <= end:
                 found.append(entry.phy_offset)
             prev = entry.prev_index
-            if prev <= fmt.INVALID_INDEX or prev > header.index_count or prev == number or time_read < begin:
+            # entries only ever link back to older ones: a link forward is damage, and following
+            # it could go round in a circle (the broker's own walk would never end)
+            if prev <= fmt.INVALID_INDEX or prev >= number or time_read < begin:
                 break
             number = prev
         return found

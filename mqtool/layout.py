@@ -35,7 +35,8 @@ class StoreLayout:
     config: StoreConfig
     commitlog_dirs: list[Path]
     readonly_commitlog_dirs: list[Path] = field(default_factory=list)
-    config_given: bool = False
+    config_given: bool = False          # every size is the config's (a broker.conf, or a writer's)
+    sizes_given: frozenset = frozenset()  # the sizes given one by one (--set); the others are read off the files
 
     # ------------------------------------------------------------- fixed paths
     @property
@@ -92,14 +93,17 @@ class StoreLayout:
         return sorted((f for f in _list_files(self.index_dir)), key=lambda f: f.name)
 
     # -------------------------------------------------------------- file sizes
+    def _given(self, name: str) -> bool:
+        return self.config_given or name in self.sizes_given
+
     def commitlog_file_size(self) -> int:
-        if self.config_given:
+        if self._given("mappedFileSizeCommitLog"):
             return self.config.mappedFileSizeCommitLog
         return _common_size([f for f in self.commitlog_files() if is_offset_name(f.name)],
                             self.config.mappedFileSizeCommitLog)
 
     def consume_queue_file_size(self) -> int:
-        if self.config_given:
+        if self._given("mappedFileSizeConsumeQueue"):
             return self.config.consume_queue_file_size()
         sizes = []
         for _, _, qdir in self.consume_queues():
@@ -116,7 +120,8 @@ class StoreLayout:
         --config.
         """
         config = self.config
-        if self.config_given:
+        slots_given, entries_given = self._given("maxHashSlotNum"), self._given("maxIndexNum")
+        if slots_given and entries_given:
             return config.maxHashSlotNum, config.maxIndexNum
         # a file shorter than the header says nothing about the geometry (it is reported
         # as damaged when it is read)
@@ -128,6 +133,13 @@ class StoreLayout:
         size = max(set(f.size for f in files), key=[f.size for f in files].count)
         if size == index_format.file_size(*default):
             return default
+        if slots_given or entries_given:   # one given: the other is what the file size leaves room for
+            rest = size - index_format.HEADER_SIZE
+            if slots_given:
+                entries, odd = divmod(rest - config.maxHashSlotNum * index_format.SLOT_SIZE, index_format.ENTRY_SIZE)
+                return (config.maxHashSlotNum, entries) if entries > 0 and not odd else default
+            slots, odd = divmod(rest - config.maxIndexNum * index_format.ENTRY_SIZE, index_format.SLOT_SIZE)
+            return (slots, config.maxIndexNum) if slots > 0 and not odd else default
         slots, rest = divmod(size - index_format.HEADER_SIZE, index_format.SLOT_SIZE + 4 * index_format.ENTRY_SIZE)
         if rest or slots <= 0:
             raise NotAStoreError(
@@ -162,6 +174,7 @@ def _list_dirs(directory: Path) -> list[str]:
 
 def _common_size(files: list[FileInfo], default: int) -> int:
     """The file size shared by most files (the last file may be odd if damaged)."""
+    files = [f for f in files if f.size > 0]   # a 0-byte file (a crash while creating it) says nothing
     if not files:
         return default
     sizes = [f.size for f in files]
@@ -177,7 +190,8 @@ def _dledger_dirs(root: Path, config: StoreConfig) -> list[Path]:
     return [p for p in found if p.exists()]
 
 
-def discover(config: StoreConfig, *, config_given: bool = False, must_exist: bool = True) -> StoreLayout:
+def discover(config: StoreConfig, *, config_given: bool = False, must_exist: bool = True,
+             sizes_given=frozenset()) -> StoreLayout:
     """Find the store described by config; refuse what is not a (supported) store."""
     root = Path(config.storePathRootDir)
     if must_exist:
@@ -193,7 +207,7 @@ def discover(config: StoreConfig, *, config_given: bool = False, must_exist: boo
             "wraps every message in DLedger entries, which mqtool does not read", path=root)
     layout = StoreLayout(root=root, config=config, commitlog_dirs=config.commitlog_dirs(),
                          readonly_commitlog_dirs=config.readonly_commitlog_dirs(),
-                         config_given=config_given)
+                         config_given=config_given, sizes_given=frozenset(sizes_given))
     if must_exist:
         markers = [layout.checkpoint_path, layout.consumequeue_dir, layout.index_dir]
         has_commitlog = any(d.is_dir() for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs)

@@ -50,9 +50,11 @@ def open_layout(store: str, config_path: str | None, settings, *, must_exist: bo
     """Resolve STORE plus --config/--set into a discovered store layout."""
     overrides = parse_settings(settings)
     config = config_for_store(store, config_path, overrides)
-    given = bool(config_path) or any(k.startswith("mappedFileSize") or k in ("maxHashSlotNum", "maxIndexNum")
-                                     for k in overrides)
-    return discover(config, config_given=given, must_exist=must_exist)
+    from mqtool.config import SIZE_SETTINGS
+
+    # a broker.conf gives every size (absent ones are the broker's defaults); --set only its own
+    sizes = frozenset(SIZE_SETTINGS) if config_path else frozenset(k for k in overrides if k in SIZE_SETTINGS)
+    return discover(config, config_given=bool(config_path), must_exist=must_exist, sizes_given=sizes)
 
 
 def parse_time(text: str | None, what: str) -> int | None:

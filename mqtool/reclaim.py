@@ -149,8 +149,9 @@ def parse_delete_when(text: str) -> list[int]:
         words.pop()
     hours = []
     for word in words:
-        if not re.fullmatch(r"[0-9]+", word):
-            raise UsageError(f"deleteWhen={text!r}: expected hours of the day separated by ';', e.g. 04 or 03;04")
+        if not re.fullmatch(r"[0-9]+", word) or int(word) > 23:
+            raise UsageError(f"deleteWhen={text!r}: expected hours of the day (0..23) separated by ';', "
+                             "e.g. 04 or 03;04")
         hours.append(int(word))
     return hours
 

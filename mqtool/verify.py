@@ -729,6 +729,10 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                                   (i, last_data, crc, start, stop, routed, delays))))
                 sizes.append(high - low)
         second = pool.collect(pool.submit(layout, [task for _, task in parts], sizes), scopes, emit, on_progress)
+    for pointer in pointers:          # what points past the commitlog, or into a missing file, no part saw
+        if pointer.kind in scopes and _sticks_out(pointer, spans):
+            for finding in _outside(layout, pointer, spans):
+                emit(finding)
     results = first + second
     for scope, result in results:
         if scope in scopes or (scope == "commitlog" and ("cq" in scopes or "index" in scopes)):
@@ -742,6 +746,60 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         _coverage(first, runs, emit)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _sticks_out(pointer: Pointers, spans) -> bool:
+    """Do some of a file's units or entries point at or past the commitlog's end, or between
+    two of its files?  (Below its first file is normal: the broker deletes queue and index
+    files only once all of theirs point there.)"""
+    if not spans:
+        return pointer.high >= 0
+    if pointer.high >= spans[-1][0] + spans[-1][1]:
+        return True
+    return any(a + size < b and pointer.low < b and pointer.high >= a + size
+               for (a, size), (b, _) in zip(spans, spans[1:]))
+
+
+def _outside(layout, pointer: Pointers, spans) -> list[Finding]:
+    """Findings for the units or entries of one file that point where the commitlog has no file."""
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    ends = np.array([a + size for a, size in spans], dtype=np.int64)
+    shown = _display(layout)(pointer.path)
+    if pointer.kind == "cq":
+        from mqtool.mappedfile import MappedFile
+
+        mf = MappedFile(pointer.path, layout.consume_queue_file_size(), strict=False)
+        try:
+            offsets, sizes, _, _, valid = _units(mf)
+        finally:
+            mf.close()
+        rows = np.flatnonzero(valid)
+        targets = offsets[rows]
+        where = lambda i: i * UNIT_SIZE  # noqa: E731
+        kind, what = "unit-outside-commitlog", "unit {n} points at commitlog offset {o}, where the commitlog has no file"
+        number = lambda i: pointer.logical0 + i  # noqa: E731
+    else:
+        ix = IndexFile(Path(pointer.path), pointer.slots, pointer.index_num)
+        try:
+            first_entry, _, phy, _, _ = _entries(ix, pointer.count)
+        finally:
+            ix.close()
+        rows = np.arange(1, pointer.count)
+        targets = phy[rows]
+        where = lambda i: first_entry + i * index_format.ENTRY_SIZE  # noqa: E731
+        kind, what = "entry-outside-commitlog", "entry {n} points at commitlog offset {o}, where the commitlog has no file"
+        number = lambda i: i  # noqa: E731
+    at = np.searchsorted(starts, targets, side="right") - 1
+    inside = (at >= 0) & (targets < ends[np.maximum(at, 0)])
+    below = targets < (starts[0] if len(starts) else np.iinfo(np.int64).max)
+    findings = []
+    for j in np.flatnonzero(~inside & ~below).tolist():
+        i, offset = int(rows[j]), int(targets[j])
+        findings.append(Finding(pointer.kind, kind, shown, where(i), offset,
+                                what.format(n=number(i), o=offset),
+                                expected=f"{int(starts[0]) if len(starts) else 0}..{int(ends[-1]) if len(ends) else 0}",
+                                found=offset))
+    return findings
 
 
 def _coverage(results, runs, emit) -> None:

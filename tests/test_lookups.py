@@ -469,3 +469,39 @@ def test_get_on_damaged_stores_reads_what_is_on_disk(name, extracted, run_cli):
         assert bad == [5855]
     else:
         assert bad == []
+
+
+def test_a_loop_in_an_index_chain_ends_the_walk(store_copy, run_cli):
+    """Entries only link back to older ones; a damaged file whose links go round in a circle
+    must not keep a lookup walking for ever (the broker's own walk would)."""
+    import struct
+
+    store = store_copy("basic")
+    (path,) = (store / "index").iterdir()
+    raw = bytearray(path.read_bytes())
+    for number, prev in ((1, 2), (2, 1)):
+        struct.pack_into(">i", raw, entry_position(100, number) + 16, prev)
+    for slot in range(100):
+        struct.pack_into(">i", raw, 40 + slot * 4, 2)
+    path.write_bytes(bytes(raw))
+    result = run_cli("lookup-by-key", store, "--topic", "BasicTopic", "user-3")   # returns at all
+    assert result.code in (0, 1), result.err
+
+
+def test_a_fifo_where_a_store_file_should_be_is_refused_not_waited_on(store_copy, run_cli):
+    import os
+
+    store = store_copy("basic")
+    (store / "checkpoint").unlink()
+    os.mkfifo(store / "checkpoint")
+    result = run_cli("dump", store, "checkpoint")
+    assert result.code == 4 and "not a regular file" in result.err
+    info = run_cli("info", store)
+    assert "not a regular file" in info.out + info.err
+
+
+def test_a_broker_conf_is_read_as_java_reads_it(extracted, run_cli, tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"# r\xe9glages du broker\nbrokerName=a\nmappedFileSizeCommitLog=65536\n"
+                     b"mappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=100\nmaxIndexNum=400\n")
+    assert run_cli("verify-crc", extracted("basic"), "--config", conf).code == 0

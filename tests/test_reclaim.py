@@ -795,6 +795,7 @@ def test_json_lines(store_copy, run_cli):
     (("--delete-delay", "soon"), 2, "--delete-delay"),
     (("--set", "deleteWhen=4am"), 2, "deleteWhen"),
     (("--set", "deleteWhen=\u00b2"), 2, "deleteWhen"),      # a digit to str.isdigit, not to int()
+    (("--set", "deleteWhen=25"), 2, "deleteWhen"),            # not an hour of the day
     (("--retention-ms", "-5"), 2, "--retention-ms"),
 ])
 def test_usage_errors(store_copy, run_cli, args, code, text):

@@ -99,6 +99,15 @@ def test_dry_run_changes_nothing_and_says_what_it_would_do(store_copy, run_cli):
     assert snapshot(store) == before
 
 
+def test_recover_never_creates_a_store(tmp_path, run_cli):
+    for args in ((), ("--dry-run",)):
+        assert run_cli("recover", tmp_path / "nothing", *args).code == 4
+    assert not (tmp_path / "nothing").exists()
+    (tmp_path / "empty").mkdir()
+    assert run_cli("recover", tmp_path / "empty").code == 4
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
 def test_recover_refuses_while_a_broker_holds_the_lock(store_copy):
     store = store_copy("basic")
     holder = subprocess.Popen([sys.executable, "-c", (

@@ -337,3 +337,42 @@ def test_delayed_message_tags_code_is_its_delivery_time(store_copy, run_cli):
     assert (problem["kind"], problem["file"], problem["fileOffset"]) == \
         ("unit-wrong-tags-code", str(path.relative_to(store)), at)
     assert (problem["expected"], problem["found"]) == (unit["tagsCode"], unit["tagsCode"] + 1000)
+
+
+def test_units_and_entries_pointing_where_the_commitlog_has_no_file(store_copy, run_cli):
+    """The newest commitlog file deleted: every unit and index entry pointing into it is
+    reported (no commitlog part ever sees them); a file deleted from the middle: the same for
+    the hole, beside the file-gap."""
+    store = store_copy("multifile")
+    newest = sorted((store / "commitlog").iterdir())[-1]
+    start = int(newest.name)
+    newest.unlink()
+    result, found, _ = problems(run_cli, store)
+    assert result.code == 1
+    units = [u for u in _cq_units("multifile") if u["commitLogOffset"] >= start]
+    got = [p for p in found if p["kind"] == "unit-outside-commitlog"]
+    assert sorted(p["offset"] for p in got) == sorted(u["commitLogOffset"] for u in units) and units
+    entries = [p for p in found if p["kind"] == "entry-outside-commitlog"]
+    assert entries and all(p["offset"] >= start for p in entries)
+
+
+def test_units_pointing_into_a_missing_middle_file(store_copy, run_cli):
+    middle = store_copy("multifile")
+    gone = sorted((middle / "commitlog").iterdir())[3]
+    low, high = int(gone.name), int(gone.name) + gone.stat().st_size
+    gone.unlink()
+    result, found, _ = problems(run_cli, middle)
+    holes = {p["offset"] for p in found if p["kind"] == "unit-outside-commitlog"}
+    assert holes == {u["commitLogOffset"] for u in _cq_units("multifile") if low <= u["commitLogOffset"] < high}
+    assert any(p["kind"] == "file-gap" for p in found)
+
+
+def test_one_size_given_leaves_the_others_read_off_the_files(extracted, run_cli):
+    store = extracted("basic")
+    assert run_cli("verify-crc", store, "--set", "maxIndexNum=400").code == 0
+    assert run_cli("verify-crc", store, "--set", "maxHashSlotNum=100").code == 0
+    (info,) = run_cli("info", store, "--set", "mappedFileSizeConsumeQueue=6000", "--json").json_lines()
+    assert info["commitlog"]["fileSize"] == 65536
+    for bad in ("mappedFileSizeCommitLog=0", "maxHashSlotNum=-1", "mappedFileSizeConsumeQueue=0"):
+        result = run_cli("verify-crc", store, "--set", bad)
+        assert result.code == 2 and bad.split("=")[0] in result.err

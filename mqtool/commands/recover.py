@@ -12,6 +12,7 @@ import click
 
 from mqtool import options, output
 from mqtool.errors import ProblemsFound
+from mqtool.layout import discover
 from mqtool.store import MessageStore
 
 
@@ -35,6 +36,7 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     is held while recovering.
     """
     config = options.store_config_for_write(store, config_path, settings)
+    discover(config, config_given=True, must_exist=True)   # recover never creates a store
     engine = MessageStore(config, quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
                           start_services=False)
     if dry_run:

@@ -29,10 +29,11 @@ def lock_holder(path) -> int | None:
     name; 0 a holder the kernel could not name either (another host over NFS);
     None means nobody holds it, or the file does not exist.
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK    # a FIFO in its place must not block the open
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOATIME", 0))
+        fd = os.open(path, flags | getattr(os, "O_NOATIME", 0))
     except PermissionError:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     try:
