@@ -250,8 +250,9 @@ class StoreReader:
         matches are kept.  topic None: any topic (only sensible with uniq_only).
         progress(offset) is called now and then with the walk's position."""
         result = KeyResult(topic, key, "scan")
-        topic_bytes = topic.encode("utf-8") if topic is not None else None
-        needle = key.encode("utf-8")
+        # bytes that are not UTF-8 on the command line come as surrogate escapes: the same bytes
+        topic_bytes = topic.encode("utf-8", "surrogateescape") if topic is not None else None
+        needle = key.encode("utf-8", "surrogateescape")
         kept: deque[Record] = deque(maxlen=max_num)
         next_report = 0
         for entry in commitlog.walk(self.commitlog, path_display=self.display):

@@ -50,11 +50,26 @@ def reset_consoles() -> None:
     _stdout = _stderr = None
 
 
-_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # made once, not per line
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # made once
+
+
+def _finite(value):
+    """JSON has no Infinity or NaN (a damaged config file can hold 1e400): they become strings."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def emit_json(obj: dict) -> None:
-    sys.stdout.write(_encode_json(obj) + "\n")
+    try:
+        text = _encode_json(obj)
+    except ValueError:
+        text = _encode_json(_finite(obj))
+    sys.stdout.write(text + "\n")
 
 
 def note(message: str) -> None:

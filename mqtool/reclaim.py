@@ -228,6 +228,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     incomplete: bool = False            # undo: staged files that could not go back
     failed: int = 0                     # files that could not be deleted or staged (kept, reported)
+    offsets_unreadable: bool = False    # consumerOffset.json is there but cannot be read
 
     def count(self, kind: str | None = None, actions=ACTIONS_THAT_CHANGE) -> int:
         return sum(1 for d in self.decisions if d.action in actions and (kind is None or d.kind == kind))
@@ -694,18 +695,22 @@ class Reclaimer:
         from mqtool.formats import configjson
 
         config_dir = self.view.layout.config_dir
+        readers, delayed = {}, {}
         try:
             doc = metafiles.read_config_json(config_dir / "consumerOffset.json")
-        except MqError as exc:
-            report.warnings.append(f"cannot read consumerOffset.json ({exc}): cannot tell consumed from unread")
+            readers = configjson.consumer_offsets(doc) if doc is not None else {}
+        except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+            report.warnings.append(f"cannot read config/consumerOffset.json ({exc}): cannot tell consumed "
+                                   "from unread")
             doc = None
+            report.offsets_unreadable = True
         report.offsets_known = doc is not None
-        readers = configjson.consumer_offsets(doc) if doc is not None else {}
         try:
             delay = metafiles.read_config_json(config_dir / "delayOffset.json") or {}
-        except MqError:
-            delay = {}
-        delayed = {int(level) - 1: int(offset) for level, offset in (delay.get("offsetTable") or {}).items()}
+            delayed = {int(level) - 1: int(offset) for level, offset in (delay.get("offsetTable") or {}).items()}
+        except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+            report.warnings.append(f"cannot read config/delayOffset.json ({exc}): delayed messages' progress "
+                                   "unknown")
         if delayed:
             readers[(SCHEDULE_TOPIC, "(delayed delivery)")] = delayed
         for change in report.queues:
@@ -736,7 +741,7 @@ class Reclaimer:
         for d in referenced:
             report.warnings.append(f"{d.file}: {d.why}")
         if report.messages_removed:
-            if not report.offsets_known:
+            if not report.offsets_known and not report.offsets_unreadable:
                 report.warnings.append(
                     f"{report.messages_removed} message(s) are removed; there is no config/consumerOffset.json, "
                     "so mqtool cannot tell whether consumers had read them")

@@ -70,6 +70,19 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
         raise SpecError(line, "topic is required")
     if send_forbidden(spec["topic"]) and not allow_system_topics:
         raise SpecError(line, f"sending to topic {spec['topic']} is forbidden (a broker refuses it too)")
+    for name, (low, high) in _RANGES.items():
+        value = spec.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise SpecError(line, f"{name} must be a whole number in {low}..{high}, not {value!r}")
+    props = spec.get("properties")
+    if props is not None and not (isinstance(props, dict)
+                                  and all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())):
+        raise SpecError(line, "properties must be an object of strings")
+    # a Java string reaches the store through getBytes(UTF-8), which writes '?' for a lone
+    # surrogate: the same here, before anything (the tags code, the index keys) is computed
+    spec = {k: (_java_text(v) if k in ("tags", "keys", "properties", "bornHost") else v) for k, v in spec.items()}
     tx = spec.get("transaction")
     if tx is not None and tx not in TRANSACTIONS:
         raise SpecError(line, f"transaction must be one of {', '.join(TRANSACTIONS)}")
@@ -81,7 +94,7 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
         if codec:
             body = compression.compress(body, str(codec).upper())
         bm = brokerprops.broker_message(spec, cluster=cluster, version=version)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise SpecError(line, str(exc)) from None
     prepared = int(spec.get("preparedTransactionOffset", 0) or 0)
     if "preparedTransactionOffsetOf" in spec:
@@ -96,8 +109,25 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
             born_timestamp=int(spec.get("bornTimestamp", 0)), born_host=spec.get("bornHost", "127.0.0.1:0"),
             store_host=spec.get("storeHost"), reconsume_times=int(spec.get("reconsumeTimes", 0)),
             prepared_transaction_offset=prepared, store_timestamp=spec.get("storeTimestamp"))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise SpecError(line, str(exc)) from None
+
+
+_INT32, _INT64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
+_RANGES = {"queueId": (0, _INT32[1]), "bornTimestamp": _INT64, "storeTimestamp": _INT64,
+           "reconsumeTimes": _INT32, "preparedTransactionOffset": _INT64, "delayLevel": _INT32,
+           "sysFlag": _INT32}
+
+
+def _java_text(value):
+    """Strings as a Java String's UTF-8 bytes would carry them (lone surrogates become '?')."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_java_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_java_text(k): _java_text(v) for k, v in value.items()}
+    return value
 
 
 def _int32(value) -> int:

@@ -794,3 +794,14 @@ def test_python_dash_m_mqtool():
     proc = subprocess.run([str(PYTHON), "-m", "mqtool", "dump"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["mqtool: Missing argument 'STORE|FILE'. (try 'mqtool dump --help')"]
+
+
+def test_json_output_stays_json_for_numbers_json_cannot_hold(store_copy, run_cli):
+    store = store_copy("basic")
+    (store / "config").mkdir(exist_ok=True)
+    path = store / "config" / "delayOffset.json"
+    path.write_text('{"offsetTable":{1:1e400}}')
+    result = run_cli("dump", path, "--json")
+    assert result.code == 0, result.err
+    lines = [json.loads(line) for line in result.out.splitlines() if line.strip()]   # strict JSON
+    assert "Infinity" not in result.out and lines

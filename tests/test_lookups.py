@@ -505,3 +505,10 @@ def test_a_broker_conf_is_read_as_java_reads_it(extracted, run_cli, tmp_path):
     conf.write_bytes(b"# r\xe9glages du broker\nbrokerName=a\nmappedFileSizeCommitLog=65536\n"
                      b"mappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=100\nmaxIndexNum=400\n")
     assert run_cli("verify-crc", extracted("basic"), "--config", conf).code == 0
+
+
+def test_scan_for_a_key_that_is_not_utf8(extracted, run_cli):
+    """Bytes that are not UTF-8 on a command line reach Python as surrogate escapes."""
+    for args in (("--topic", "BasicTopic", "\udcff"), ("--topic", "\udcff", "user-3")):
+        result = run_cli("lookup-by-key", extracted("basic"), *args, "--scan")
+        assert result.code == 0 and "0 messages found" in result.out + result.err, result.err

@@ -769,6 +769,23 @@ def test_dry_run_on_a_crashed_store_plans_what_the_real_run_does(store_copy, run
     assert ("commitlog/00000000000002818048", "keep") in dry[0]
 
 
+@pytest.mark.parametrize("name, text", [
+    ("consumerOffset.json", '{"offsetTable":{"AuditTopic@g":{0:"x"}}}'),
+    ("consumerOffset.json", '{"offsetTable":5}'),
+    ("consumerOffset.json", '{"offsetTable":{"AuditTopic@g":{0:1e400}}}'),
+    ("delayOffset.json", '{"offsetTable":{"x":1}}'),
+])
+def test_unreadable_offsets_files_are_warned_about(store_copy, run_cli, name, text):
+    root = store_copy("multifile")
+    now = datetime.now().timestamp() * 1000
+    age(root, now, 100, 0, 3)
+    (root / "config").mkdir(exist_ok=True)
+    (root / "config" / name).write_text(text)
+    result = run_cli("clean", root, "--now", "--dry-run")
+    assert result.code == 0, result.err
+    assert f"cannot read config/{name}" in result.err
+
+
 def test_json_lines(store_copy, run_cli):
     root = store_copy("multifile")
     now = datetime.now().timestamp() * 1000

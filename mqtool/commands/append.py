@@ -138,7 +138,7 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
                 pending.clear()
 
             for number, spec in _read_specs(source):
-                if "preparedTransactionOffsetOf" in spec and pending:
+                if isinstance(spec, dict) and "preparedTransactionOffsetOf" in spec and pending:
                     flush_pending()
                 pending.append((number, _to_message(spec, number, version, cluster, prepared,
                                                     allow_system_topics)))
