@@ -426,3 +426,10 @@ def test_recover_after_sigkill_keeps_every_acknowledged_message(tmp_path, run_cl
     assert len(acknowledged) > 20
     for i, offset in acknowledged.items():
         assert records[offset]["keys"] == f"key-{i}" and records[offset]["ok"]
+
+
+def test_salvage_never_writes_into_the_store_it_reads(store_copy, run_cli):
+    store = store_copy("basic")
+    result = run_cli("salvage", store, store / "out")
+    assert result.code == 3 and "overlaps" in result.err
+    assert not (store / "out").exists()

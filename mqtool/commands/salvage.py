@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from mqtool import options, output, rebuild
-from mqtool.errors import ProblemsFound, UsageError
+from mqtool.errors import ProblemsFound, RefusedError, UsageError
 from mqtool.store import MessageStore
 
 
@@ -25,10 +25,13 @@ def cli(store, out, config_path, settings, as_json, progress):
     says otherwise; queue offsets are numbered again (no holes).  STORE is only read.
     Exit 1 when anything had to be skipped.
     """
-    target = Path(out)
+    target = Path(out).resolve()
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"{out}: OUT must be a new or empty directory")
     source = options.open_layout(store, config_path, settings)
+    root = source.root.resolve()
+    if target == root or root in target.parents or target in root.parents:
+        raise RefusedError("OUT overlaps STORE, which salvage only reads", path=target)
     config = options.store_config_for_write(store, config_path, settings).replace(storePathRootDir=str(target),
                                                                                    storePathCommitLog=None,
                                                                                    readOnlyCommitLogStorePaths=None)
