@@ -664,7 +664,6 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
 # ------------------------------------------ the same checks, against records already scanned
 
 SCANNED = ("offset", "size", "queue_id", "queue_offset", "sys_flag", "store_ts", "topic_hash", "topic_len")
-UNIT_COLUMNS = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])   # formats/consumequeue.py's unit
 UNSETTLED = -1    # the columns cannot tell: the kernel reading the commitlog decides
 
 
@@ -703,36 +702,6 @@ def _find(a, value, j):
     return j
 
 
-@njit(cache=True, inline="always")
-def _unit_code(offset, size, queue_id, queue_offset, sys_flag, store_ts, t_hash, t_len, tags_hash, delay_level,
-               flags, j, unit_offset, unit_size, unit_tags, logical, topic_hash, topic_len, queue, schedule, delays):
-    """The UNIT_* code of one unit against the scanned records' columns (j: where _find put it)."""
-    code = UNSETTLED
-    if j < len(offset) and offset[j] == unit_offset and not flags[j] & UTF8_IRREGULAR:
-        delayed = schedule and (flags[j] & HAS_DELAY) != 0
-        delay = delay_level[j]
-        if not (delayed and delay < 0):
-            expected = tags_hash[j]
-            if delayed and delay > 0:
-                expected = store_ts[j] + delays[min(delay, len(delays)) - 1]
-            tx = sys_flag[j] & 0xC
-            if size[j] != unit_size:
-                code = UNIT_SIZE_MISMATCH
-            elif tx == 4 or tx == 0xC:
-                code = UNIT_NOT_DISPATCHED
-            elif t_hash[j] != topic_hash or t_len[j] != topic_len:
-                code = UNIT_WRONG_TOPIC
-            elif queue_id[j] != queue:
-                code = UNIT_WRONG_QUEUE
-            elif queue_offset[j] != logical:
-                code = UNIT_WRONG_QUEUE_OFFSET
-            elif expected != unit_tags:
-                code = UNIT_WRONG_TAGS_CODE
-            else:
-                code = UNIT_OK
-    return code
-
-
 @njit(cache=True, nogil=True)
 def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_len, queue, schedule, delays, found):
     """check_units' UNIT_* code for each unit, from the columns of the records (scanned()'s
@@ -746,32 +715,30 @@ def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_l
     j = 0
     for i in range(len(offsets)):
         j = _find(offset, offsets[i], j)
-        code = _unit_code(offset, size, queue_id, queue_offset, sys_flag, store_ts, t_hash, t_len, tags_hash,
-                          delay_level, flags, j, offsets[i], sizes[i], tags[i], logical[i], topic_hash, topic_len,
-                          queue, schedule, delays)
+        code = UNSETTLED
+        if j < len(offset) and offset[j] == offsets[i] and not flags[j] & UTF8_IRREGULAR:
+            delayed = schedule and (flags[j] & HAS_DELAY) != 0
+            delay = delay_level[j]
+            if not (delayed and delay < 0):
+                expected = tags_hash[j]
+                if delayed and delay > 0:
+                    expected = store_ts[j] + delays[min(delay, len(delays)) - 1]
+                tx = sys_flag[j] & 0xC
+                if size[j] != sizes[i]:
+                    code = UNIT_SIZE_MISMATCH
+                elif tx == 4 or tx == 0xC:
+                    code = UNIT_NOT_DISPATCHED
+                elif t_hash[j] != topic_hash or t_len[j] != topic_len:
+                    code = UNIT_WRONG_TOPIC
+                elif queue_id[j] != queue:
+                    code = UNIT_WRONG_QUEUE
+                elif queue_offset[j] != logical[i]:
+                    code = UNIT_WRONG_QUEUE_OFFSET
+                elif expected != tags[i]:
+                    code = UNIT_WRONG_TAGS_CODE
+                else:
+                    code = UNIT_OK
         found[i] = code
-        if code == UNSETTLED:
-            unsettled += 1
-    return unsettled
-
-
-@njit(cache=True, nogil=True)
-def unit_rows_by_records(records, units, first, logical0, topic_hash, topic_len, queue, schedule, delays,
-                         found):
-    """units_by_records for the consecutive units first.. of a consume queue file, read from its
-    bytes (units: the file as a uint8 array; 20-byte big-endian units) instead of from columns."""
-    (offset, size, queue_id, queue_offset, sys_flag, store_ts, t_hash, t_len, tags_hash, delay_level,
-     flags) = records
-    unsettled = 0
-    j = 0
-    for k in range(len(found)):
-        at = (first + k) * 20
-        unit_offset = _i64(units, at)
-        j = _find(offset, unit_offset, j)
-        code = _unit_code(offset, size, queue_id, queue_offset, sys_flag, store_ts, t_hash, t_len, tags_hash,
-                          delay_level, flags, j, unit_offset, _i32(units, at + 8), _i64(units, at + 12),
-                          logical0 + first + k, topic_hash, topic_len, queue, schedule, delays)
-        found[k] = code
         if code == UNSETTLED:
             unsettled += 1
     return unsettled
@@ -830,26 +797,6 @@ def check_units_scanned(records: dict, buf, base, limit, offsets, sizes, tags, l
     return found, unsettled
 
 
-def check_unit_rows_scanned(records: dict, buf, base, limit, units, first, stop, logical0, topic: str, queue,
-                            schedule, delays):
-    """check_units_scanned for the consecutive units first..stop-1 of a consume queue file (units:
-    its bytes as a uint8 array), read where they lie instead of converted to columns first.
-    Returns (codes, how many units were checked by reading buf)."""
-    found = np.empty(stop - first, dtype=I64)
-    name = topic.encode("utf-8")
-    unsettled = unit_rows_by_records(tuple(records[k] for k in SCANNED + PARSED), units, first, logical0,
-                                     topic_hash(topic), len(name), queue, schedule, delays, found)
-    if unsettled:
-        rest = np.flatnonzero(found == UNSETTLED)
-        rows = units[first * 20:stop * 20].view(UNIT_COLUMNS)[rest]
-        codes = np.empty(len(rest), dtype=I64)
-        check_units(buf, base, limit, rows["offset"].astype(I64), rows["size"].astype(I64),
-                    rows["tags"].astype(I64), logical0 + first + rest, np.frombuffer(name, dtype=np.uint8), queue,
-                    schedule, delays, codes)
-        found[rest] = codes
-    return found, unsettled
-
-
 def check_entries_scanned(records: dict, buf, base, limit, phy, hashes, store_ts):
     """check_entries' codes and store times (into store_ts), from the columns of the records
     (scanned()) instead of their bytes; check_entries itself for the entries those cannot settle.
@@ -879,5 +826,4 @@ def warm_up() -> None:
     index_structure(buf, 1, 1, one.copy(), one.copy(), one.copy())
     records = scanned([])
     check_units_scanned(records, buf, 0, 64, one, one, one, one, "T", 0, False, one)
-    check_unit_rows_scanned(records, buf, 0, 64, buf, 0, 1, 0, "T", 0, False, one)
     check_entries_scanned(records, buf, 0, 64, one, one, one.copy())

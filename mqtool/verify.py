@@ -379,34 +379,26 @@ def _check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, record
     mf = MappedFile(pointer.path, file_size, strict=False)
     schedule = pointer.topic == SCHEDULE_TOPIC
     try:
-        if pointer.sorted:   # a binary search finds the units pointing here, checked where they lie
+        if pointer.sorted:   # a binary search finds the units pointing here; convert only those
             raw = np.frombuffer(mf.buf, dtype=np.uint8)
-            try:
-                a = fastscan.lower_bound(raw, 0, UNIT_SIZE, pointer.first, pointer.last, low)
-                b = fastscan.lower_bound(raw, 0, UNIT_SIZE, a, pointer.last, high)
-                if b <= a:
-                    return 0
-                found, read = fastscan.check_unit_rows_scanned(
-                    records, buf, cl.file_from_offset, cl.file_size, raw, a, b, pointer.logical0, pointer.topic,
-                    pointer.queue_id, schedule, delay_levels)
-                bad = np.flatnonzero(found)
-                rows = a + bad
-                units = raw[a * UNIT_SIZE:b * UNIT_SIZE].view(UNIT_DTYPE)[bad]
-                offsets, sizes, tags = (units[k].astype(np.int64) for k in ("offset", "size", "tags"))
-                codes = found[bad]
-            finally:
-                del raw
+            a = fastscan.lower_bound(raw, 0, UNIT_SIZE, pointer.first, pointer.last, low)
+            b = fastscan.lower_bound(raw, 0, UNIT_SIZE, a, pointer.last, high)
+            del raw
+            units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=b - a, offset=a * UNIT_SIZE)
+            rows = np.arange(a, b)
+            offsets, sizes, tags = (units[k].astype(np.int64) for k in ("offset", "size", "tags"))
+            del units
         else:
             offsets, sizes, tags, _, valid = _units(mf)
             rows = np.flatnonzero(valid & (offsets >= low) & (offsets < high))
-            if not len(rows):
-                return 0
             offsets, sizes, tags = offsets[rows], sizes[rows], tags[rows]
-            found, read = fastscan.check_units_scanned(records, buf, cl.file_from_offset, cl.file_size, offsets,
-                                                       sizes, tags, pointer.logical0 + rows, pointer.topic,
-                                                       pointer.queue_id, schedule, delay_levels)
-            bad = np.flatnonzero(found)
-            rows, offsets, sizes, tags, codes = rows[bad], offsets[bad], sizes[bad], tags[bad], found[bad]
+        if not len(rows):
+            return 0
+        found, read = fastscan.check_units_scanned(records, buf, cl.file_from_offset, cl.file_size, offsets, sizes,
+                                                   tags, pointer.logical0 + rows, pointer.topic, pointer.queue_id,
+                                                   schedule, delay_levels)
+        bad = np.flatnonzero(found)
+        rows, offsets, sizes, tags, codes = rows[bad], offsets[bad], sizes[bad], tags[bad], found[bad]
         if len(rows):
             path = _display(layout)(mf.path)
             for j, i in enumerate(rows.tolist()):
