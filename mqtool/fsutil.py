@@ -34,16 +34,6 @@ def open_read(path) -> int:
     return fd
 
 
-def read_file(path) -> bytes:
-    """A whole (small) file's bytes, without updating its access time."""
-    fd = open_read(path)
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    finally:
-        os.close(fd)
-
-
 def open_store_file(path, *, create_size: int | None = None, writable: bool = False) -> int:
     """A descriptor for a store file: a new sparse file of create_size bytes (never over an
     existing one), read-write, or read-only without touching its atime."""

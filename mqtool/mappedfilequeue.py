@@ -109,7 +109,7 @@ class MappedFileQueue:
         """The file holding offset, or None when it is outside the queue."""
         if not self.files or offset < self.files[0].file_from_offset:
             return None
-        index = (offset - self.files[0].file_from_offset) // self.file_size if self.file_size > 0 else -1
+        index = (offset - self.files[0].file_from_offset) // self.file_size
         if 0 <= index < len(self.files):
             candidate = self.files[index]
             if candidate.file_from_offset <= offset < candidate.file_from_offset + candidate.file_size:

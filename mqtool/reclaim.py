@@ -133,15 +133,6 @@ def pct(ratio: float) -> str:
     return f"{ratio * 100:.1f} %" if ratio >= 0 else "unknown"
 
 
-def _reopen(mf):
-    """A file's mapping again, after a deletion the file system refused (it was shut down)."""
-    from mqtool.mappedfile import MappedFile
-
-    again = MappedFile(mf.path, mf.file_size, writable=mf.writable)
-    again.set_positions(mf.file_size)
-    return again
-
-
 def parse_delete_when(text: str) -> list[int]:
     """deleteWhen: hours of the day separated by ';' (UtilAll.isItTimeToDo), e.g. `04` or `03;04`."""
     words = [w.strip() for w in str(text).split(";")]
@@ -581,8 +572,7 @@ class Reclaimer:
                 view.commitlog.files.remove(mf)
             if not self._dispose(mf.path, decision, policy, trash, now, run, report,
                                  start_offset=mf.file_from_offset):
-                with view.lock:
-                    view.commitlog.files.insert(0, _reopen(mf))
+                self._map_back("commitlog", mf.path)
                 at = report.decisions.index(decision)   # oldest first, no holes: the rest wait
                 report.decisions[at + 1:] = [d for d in report.decisions[at + 1:] if d.kind != "commitlog"]
                 return
@@ -625,8 +615,7 @@ class Reclaimer:
                     cq.files.files.remove(mf)
                 if not self._dispose(mf.path, decision, policy, trash, now, run, report,
                                      start_offset=mf.file_from_offset, topic=topic, queue_id=queue_id):
-                    with view.lock:
-                        cq.files.files.insert(0, _reopen(mf))
+                    self._map_back("consumequeue", mf.path, cq)
                     break
             if victims and not policy.dry_run:
                 self._pause(interval)
@@ -656,10 +645,7 @@ class Reclaimer:
                 self.view.index_files.remove(f)
             f.close()
             if not self._dispose(f.path, decision, policy, trash, self.view.clock.now_ms(), run, report):
-                from mqtool.indexfile import IndexFile
-
-                with self.view.lock:
-                    self.view.index_files.insert(0, IndexFile(f.path, f.hash_slot_num, f.index_num, writable=True))
+                self._map_back("index", f.path)
                 break
 
     def _dispose(self, path, decision, policy, trash, now, run, report, **where) -> bool:
@@ -836,26 +822,27 @@ class Reclaimer:
 
     def _reload(self, entry, path) -> None:
         """Map a restored file into the open store's queues."""
+        cq = self.view.queues[(entry.topic, entry.queue_id)] if entry.kind == "consumequeue" else None
+        self._map_back(entry.kind, path, cq)
+
+    def _map_back(self, kind, path, cq=None) -> None:
+        """Map a file that is (again) in its folder into the open store: restored by undo, or
+        kept because the file system refused its deletion after it had left its queue."""
         from mqtool.indexfile import IndexFile
         from mqtool.mappedfile import MappedFile
 
         view = self.view
-        if entry.kind == "commitlog":
-            mf = MappedFile(path, view.commitlog.file_size, writable=True)
-            mf.set_positions(mf.file_size)
-            with view.lock:
-                view.commitlog.files.insert(0, mf)
-        elif entry.kind == "consumequeue":
-            cq = view.queues[(entry.topic, entry.queue_id)]
-            mf = MappedFile(path, cq.files.file_size, writable=True)
-            mf.set_positions(mf.file_size)
-            with view.lock:
-                cq.files.files.insert(0, mf)
-        elif entry.kind == "index":
+        if kind == "index":
             f = IndexFile(path, view.config.maxHashSlotNum, view.config.maxIndexNum, writable=True)
             with view.lock:
                 view.index_files.append(f)
                 view.index_files.sort(key=lambda x: x.name)
+            return
+        files = view.commitlog if kind == "commitlog" else cq.files
+        mf = MappedFile(path, files.file_size, writable=True)
+        mf.set_positions(mf.file_size)
+        with view.lock:
+            files.files.insert(0, mf)
 
     # ---------------------------------------------------------------- helpers
     def _rel(self, path) -> str:

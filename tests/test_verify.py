@@ -376,3 +376,22 @@ def test_one_size_given_leaves_the_others_read_off_the_files(extracted, run_cli)
     for bad in ("mappedFileSizeCommitLog=0", "maxHashSlotNum=-1", "mappedFileSizeConsumeQueue=0"):
         result = run_cli("verify-crc", store, "--set", bad)
         assert result.code == 2 and bad.split("=")[0] in result.err
+
+
+def test_a_zero_byte_commitlog_file_is_damage_not_a_file_size(store_copy, run_cli):
+    """A 0-byte file says nothing about the store's file size: it is reported as a file of the
+    wrong size, and the readers find no record there instead of failing."""
+    store = store_copy("basic")
+    (path,) = (store / "commitlog").iterdir()
+    path.write_bytes(b"")
+    result, found, _ = problems(run_cli, store)
+    assert result.code == 1
+    assert ("bad-file-size", f"commitlog/{path.name}") in {(p["kind"], p["file"]) for p in found}
+    got = run_cli("get", store, "--topic", "BasicTopic", "--queue", "0", "--offset", "0")
+    assert got.code == 1 and "outside" in got.err
+    from mqtool.formats.msgid import encode_offset_msgid
+
+    msgid = encode_offset_msgid(bytes([127, 0, 0, 1]), 10911, 0)
+    for args in (("lookup-by-key", "--topic", "BasicTopic", "user-3"), ("lookup-by-id", msgid)):
+        result = run_cli(args[0], store, *args[1:])
+        assert result.code in (0, 1) and "internal error" not in result.err, result.err
