@@ -12,12 +12,12 @@ checkpoint and removes `abort`; a crash leaves `abort` behind.
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 from mqtool import reclaim, recovery
 from mqtool.clock import SystemClock
 from mqtool.commitlogwriter import CommitLogWriter, Encoded
+from mqtool.combine import Combiner
 from mqtool.config import StoreConfig
 from mqtool.diskusage import DiskUsage
 from mqtool.dispatch import Dispatcher, FlushConsumeQueueService
@@ -57,9 +57,7 @@ class MessageStore:
         self._lock_fd = -1
         self._services = []
         self._owner = None
-        self._queue_lock = threading.Lock()
-        self._combining = False
-        self._queued: list = []
+        self._combiner = Combiner(self.put_many)
 
     # ------------------------------------------------------------------ open
     def open(self, *, recovery_mode: str = "auto", dry_run: bool = False) -> "MessageStore":
@@ -204,45 +202,13 @@ class MessageStore:
     def put(self, msg: MessageInner, *, wait_for_flush: bool = True) -> PutResult:
         """Put one message (a producer's send).
 
-        Concurrent callers are combined: one of them, the leader, takes every
-        message queued so far and puts them as one batch (one append pass, one
-        fsync under SYNC_FLUSH); the others sleep until their result is there.
-        When the leader is done it wakes exactly the producers it served, and
-        hands leadership to the first producer that queued meanwhile.  A lone
-        producer is its own leader.  This is group commit for the CPU work as well
-        as for the fsync, which in Python matters as much as the fsync itself."""
+        Concurrent callers are combined (mqtool/combine.py): one of them takes every
+        message queued so far and puts them as one batch (one append pass, one fsync
+        under SYNC_FLUSH) while the others sleep until their result is there.  A lone
+        producer puts its message itself."""
         if not wait_for_flush:
             return self.put_many([msg], wait_for_flush=False)[0]
-        slot = _Slot(msg)
-        with self._queue_lock:
-            self._queued.append(slot)
-            leader = not self._combining
-            self._combining = True
-        if not leader:
-            slot.wake.acquire()          # released when served, or when made leader
-            if slot.result is not None:
-                return slot.result.get()
-        while True:                      # the leader's round
-            with self._queue_lock:
-                batch, self._queued = self._queued, []
-            try:
-                results = self.put_many([s.msg for s in batch])
-                outcomes = [_Outcome(r) for r in results]
-            except BaseException as exc:  # every producer of the batch hears of it
-                outcomes = [_Outcome(error=exc)] * len(batch)
-            for s, outcome in zip(batch, outcomes):
-                s.result = outcome
-                if s is not slot:
-                    s.wake.release()
-            with self._queue_lock:
-                if not self._queued:
-                    self._combining = False
-                    break
-                successor = self._queued[0]
-            if slot.result is not None:
-                successor.wake.release()  # it finds no result: it leads the next round
-                break
-        return slot.result.get()
+        return self._combiner.submit(msg)
 
     def put_many(self, messages, *, wait_for_flush: bool = True) -> list[PutResult]:
         """Put messages in order; with SYNC_FLUSH one group-commit request covers them all."""
@@ -407,31 +373,6 @@ def lock_store(layout, *, write: bool = True) -> int:
         os.pwrite(fd, markers.LOCK_CONTENT, 0)
         os.fsync(fd)
     return fd
-
-
-class _Slot:
-    """One producer waiting in put(): its message, its result, the lock it sleeps on."""
-
-    __slots__ = ("msg", "result", "wake")
-
-    def __init__(self, msg):
-        self.msg = msg
-        self.result = None
-        self.wake = threading.Lock()
-        self.wake.acquire()
-
-
-class _Outcome:
-    __slots__ = ("value", "error")
-
-    def __init__(self, value=None, error=None):
-        self.value = value
-        self.error = error
-
-    def get(self):
-        if self.error is not None:
-            raise self.error
-        return self.value
 
 
 def _abort_owner(path) -> str | None:

@@ -20,7 +20,6 @@ from conftest import ALL_FIXTURES, expected_read, fixture_dir
 from mqtool import commitlog, consumequeue, spec as specs
 from mqtool.clock import ManualClock
 from mqtool.config import StoreConfig
-from mqtool.errors import RefusedError
 from mqtool.formats.commitlog import Record
 from mqtool.javamap import JavaHashMap
 from mqtool.layout import discover
@@ -280,6 +279,55 @@ def test_group_commit_batches_fsyncs_for_concurrent_producers(tmp_path):
     for q in range(4):
         offsets = [u[2] for u in units if u[1] == q]
         assert offsets == list(range(len(offsets)))
+
+
+def test_a_producer_interrupted_while_waiting_still_wakes_the_ones_behind_it(tmp_path):
+    """put() wakes a batch's producers in a chain; Ctrl-C in one of them must not strand the rest."""
+    root = tmp_path / "store"
+    config = fixture_config(root, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    store = MessageStore(config).open()
+    results = {}
+
+    def producer(name, i):
+        results[name] = store.put(_msg(i, key=name))
+
+    def queued(n):
+        deadline = time.monotonic() + 10
+        while store._combiner.waiting() < n:
+            assert time.monotonic() < deadline, "producer never queued"
+            time.sleep(0.001)
+
+    store.writer.lock.acquire()           # the first leader stalls inside its put
+    leader = threading.Thread(target=producer, args=("leader", 1))
+    leader.start()
+    deadline = time.monotonic() + 10
+    while store._combiner.waiting():   # the leader took its batch and waits on the writer lock
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    successor = threading.Thread(target=producer, args=("successor", 2))
+    successor.start()
+    queued(1)
+
+    def interrupt_then_let_go():
+        queued(3)                        # the main thread and the one behind it wait too
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        store.writer.lock.release()
+
+    behind = threading.Thread(target=producer, args=("behind", 4))
+    helper = threading.Thread(target=interrupt_then_let_go)
+    helper.start()
+    threading.Timer(0.05, behind.start).start()   # queues after the main thread
+    with pytest.raises(KeyboardInterrupt):
+        store.put(_msg(3, key="main"))
+    for t in (leader, successor, behind, helper):
+        t.join(timeout=10)
+        assert not t.is_alive(), "a producer was left waiting"
+    store.close()
+    assert {name: r.status for name, r in results.items()} == \
+        {"leader": "PUT_OK", "successor": "PUT_OK", "behind": "PUT_OK"}
+    keys = sorted(r.properties["KEYS"] for r in walk_records(root, config).values())
+    assert keys == ["behind", "leader", "main", "successor"]   # the interrupted put was stored
 
 
 def test_sigkill_at_random_moments_loses_no_acknowledged_message(tmp_path):
