@@ -95,6 +95,27 @@ class IndexFile:
     def header(self) -> Header:
         return Header(*fmt.HEADER_STRUCT.unpack_from(self.buf, 0))
 
+    def header_problems(self) -> list[tuple[int, str, object, object]]:
+        """Header fields that are wrong whatever the entries hold: (byte offset, what,
+        expected, found).  An all-zero header is a file created and never written to
+        (a broker that stopped right after rolling to it): nothing is wrong there."""
+        h = self.header()
+        if not any((h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
+                    h.hash_slot_count, h.index_count)):
+            return []
+        problems = []
+        if not 1 <= h.index_count <= self.index_num:
+            problems.append((36, "indexCount is out of range", f"1..{self.index_num}", h.index_count))
+        if not 0 <= h.hash_slot_count <= self.hash_slot_num:
+            problems.append((32, "hashSlotCount is out of range", f"0..{self.hash_slot_num}", h.hash_slot_count))
+        if h.index_count > 1 and h.begin_timestamp > h.end_timestamp:
+            problems.append((0, "beginTimestamp is after endTimestamp", f"<= {h.end_timestamp}",
+                             h.begin_timestamp))
+        if h.index_count > 1 and h.begin_phy_offset > h.end_phy_offset:
+            problems.append((16, "beginPhyOffset is after endPhyOffset", f"<= {h.end_phy_offset}",
+                             h.begin_phy_offset))
+        return problems
+
     def slot(self, number: int) -> int:
         pos = fmt.slot_position(number)
         if pos + 4 > self.size:

@@ -114,7 +114,12 @@ def gather(layout) -> dict:
             headers.append({"name": f.name, "size": f.size, "error": exc.message})
             continue
         try:
-            headers.append({"name": f.name, "size": f.size, **ix.header().to_json()})
+            header = {"name": f.name, "size": f.size, **ix.header().to_json()}
+            damage = [f"at byte {where}: {what} (expected {expected}, found {found})"
+                      for where, what, expected, found in ix.header_problems()]
+            if damage:
+                header["headerProblems"] = damage
+            headers.append(header)
         finally:
             ix.close()
     info["indexFiles"] = headers
@@ -140,7 +145,24 @@ def gather(layout) -> dict:
         configs[name] = path.exists()
     info["configFiles"] = configs
     info["format"] = guess_format(layout, info)
+    info["problems"] = problems_shown(info)
     return info
+
+
+def problems_shown(info: dict) -> list[str]:
+    """What gather() saw wrong, one line each (info exits 1 when there is any)."""
+    problems = []
+    for kind in ("commitlog", "consumequeue"):
+        for name in info[kind].get("oddFiles") or []:
+            problems.append(f"{kind}/{name}: unexpected size or name")
+    for header in info["indexFiles"]:
+        if "error" in header:
+            problems.append(f"index/{header['name']}: {header['error']}")
+        for what in header.get("headerProblems", []):
+            problems.append(f"index/{header['name']} {what}")
+    if "error" in info["checkpoint"]:
+        problems.append(info["checkpoint"]["error"])   # it names the file
+    return problems
 
 
 def guess_format(layout, info) -> str:

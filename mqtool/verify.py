@@ -483,11 +483,10 @@ def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResul
                                            expected=ix.expected_size, found=ix.size))
             return result
         h = ix.header()
-        count = h.index_count
-        if count < 1 or count > index_num:
-            result.findings.append(Finding("index", "bad-header", shown, 32 + 4, None,
-                                           "indexCount is out of range", expected=f"1..{index_num}", found=count))
-        count = min(max(count, 1), index_num)
+        for where, what, expected, found in ix.header_problems():
+            result.findings.append(Finding("index", "bad-header", shown, where, None, what,
+                                           expected=expected, found=found))
+        count = min(max(h.index_count, 1), index_num)
         first_entry = index_format.entry_position(slots, 0)
         buf = np.frombuffer(ix.buf, dtype=np.uint8)
         cap = 1024

@@ -129,11 +129,16 @@ def assert_problems_exit(result, lines):
 
 
 def info_json(run_cli, store):
+    """info's JSON; it exits 1 with its first problem on stderr when it lists any."""
     result = run_cli("info", store, "--json")
     assert "Traceback" not in result.out + result.err
-    assert result.code == 0, result.err
-    assert result.err == ""
     (info,) = result.json_lines()
+    if info["problems"]:
+        assert result.code == 1
+        assert result.err.startswith(f"mqtool: {info['problems'][0]}")
+    else:
+        assert result.code == 0, result.err
+        assert result.err == ""
     return info
 
 
@@ -677,8 +682,9 @@ def test_markup_in_file_names_and_paths_is_shown_as_text(tmp_path, extracted, ru
     (store / "commitlog" / "[red]x").write_bytes(b"")
     os.truncate(store / "checkpoint", 10)
     result = run_cli("info", store)
-    assert result.code == 0, result.err
+    assert result.code == 1, result.err          # the odd file and the short checkpoint
     assert "[red]x" in result.out and "odd[/dir]" in result.out
+    assert result.err.startswith("mqtool: commitlog/[red]x: ") and len(result.err.splitlines()) == 1
     assert "Traceback" not in result.out + result.err
 
 
@@ -750,7 +756,9 @@ def test_any_content_in_any_file_gives_a_clean_outcome(kind, store_copy, run_cli
             assert result.err.splitlines()[-1].startswith("mqtool: ")
             assert len([l for l in result.err.splitlines() if l.startswith("mqtool: ")]) == 1
         info = run_cli("info", store, *([] if table else ["--json"]))
-        assert info.code in (0, 4), info.err
+        assert info.code in (0, 1, 4), info.err
+        if info.code:
+            assert len([l for l in info.err.splitlines() if l.startswith("mqtool: ")]) == 1
         assert "Traceback" not in info.out + info.err and "internal error" not in info.err
 
     check()

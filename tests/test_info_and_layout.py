@@ -73,6 +73,28 @@ def test_info_table_mentions_the_essentials(extracted, run_cli):
     assert "OrderTopic" in result.out
 
 
+def test_info_shows_everything_and_exits_1_on_what_is_wrong(store_copy, run_cli):
+    store = store_copy("basic")
+    (store / "checkpoint").write_bytes(b"\0" * 10)
+    (index,) = (store / "index").iterdir()
+    data = bytearray(index.read_bytes())
+    data[36:40] = (10**6).to_bytes(4, "big")        # indexCount beyond maxIndexNum
+    index.write_bytes(bytes(data))
+    result = run_cli("info", store, "--json")
+    assert result.code == 1
+    (info,) = result.json_lines()
+    assert len(info["problems"]) == 2
+    assert info["problems"][0].startswith(f"index/{index.name} at byte 36: indexCount is out of range")
+    assert info["problems"][1] == f"{store / 'checkpoint'} at byte 10: checkpoint is 10 bytes; it needs at least 24"
+    assert info["queues"]                            # the rest is still there
+    assert result.err.strip() == f"mqtool: {info['problems'][0]} (and 1 more problem)"
+    table = run_cli("info", store)
+    assert table.code == 1
+    assert "indexCount is out of range" in table.out and "checkpoint is 10 bytes" in table.out
+    assert "BasicTopic" in table.out
+    assert table.err == result.err
+
+
 @pytest.mark.parametrize("command", [
     ("info",), ("info", "--json"),
     ("dump", "{store}", "commitlog"), ("dump", "{store}", "commitlog", "--json"),

@@ -216,6 +216,40 @@ def test_a_damaged_index_file_is_reported(store_copy, run_cli):
     assert result.code == 0 and len(split(result)[0]) == 7
 
 
+@pytest.mark.parametrize("field, offset, value", [
+    ("indexCount", 36, 401),             # more entries than the file holds (maxIndexNum 400)
+    ("indexCount", 36, -5),
+    ("hashSlotCount", 32, 101),          # more used slots than there are (maxHashSlotNum 100)
+    ("beginTimestamp", 0, 1 << 62),      # after endTimestamp
+])
+def test_a_damaged_index_header_is_reported_by_lookup_and_verify(field, offset, value, store_copy, run_cli):
+    store = store_copy("basic")
+    (path,) = (store / "index").iterdir()
+    data = bytearray(path.read_bytes())
+    width = 8 if offset < 32 else 4
+    data[offset:offset + width] = value.to_bytes(width, "big", signed=True)
+    path.write_bytes(bytes(data))
+    result = run_cli("lookup-by-key", store, "--topic", "BasicTopic", "user-3", "--json")
+    assert result.code == 1
+    problems = [l for l in result.json_lines() if l["type"] == "problem"]
+    assert [(p["kind"], p["fileOffset"]) for p in problems] == [("bad-index-header", offset)]
+    assert field in problems[0]["message"] and "--scan" in result.err
+    verify = run_cli("verify-crc", store, "--json")
+    assert verify.code == 1
+    assert (offset, field) in {(f["fileOffset"], f["message"].split()[0]) for f in verify.json_lines()
+                               if f.get("kind") == "bad-header"}
+
+
+def test_an_index_file_created_and_never_written_is_no_damage(store_copy, run_cli):
+    """A broker that stops right after rolling to a new index file leaves its header all zeros."""
+    store = store_copy("basic")
+    (path,) = (store / "index").iterdir()
+    (store / "index" / "29991231235959999").write_bytes(bytes(path.stat().st_size))
+    result = run_cli("lookup-by-key", store, "--topic", "BasicTopic", "user-3", "--json")
+    assert result.code == 0 and len(split(result)[0]) == 7
+    assert run_cli("verify-crc", store).code == 0
+
+
 def test_an_index_entry_that_points_at_no_record(store_copy, run_cli):
     store = store_copy("basic")
     (path,) = (store / "index").iterdir()
@@ -336,6 +370,15 @@ def test_lookup_by_id_refuses_what_is_not_an_id(msgid, extracted, run_cli):
     result = run_cli("lookup-by-id", extracted("basic"), msgid)
     assert result.code == 2
     assert result.err.startswith("mqtool: ") and result.out == ""
+    if all(c in "0123456789ABCDEF" for c in msgid):
+        assert f"has {len(msgid)} hex digits" in result.err
+    else:
+        assert "not hexadecimal" in result.err
+
+
+def test_an_id_of_an_odd_number_of_digits_is_told_by_its_length(extracted, run_cli):
+    result = run_cli("lookup-by-id", extracted("basic"), "7F00000100002A9F00000000000002BB0")
+    assert result.code == 2 and "has 33 hex digits" in result.err
 
 
 # ------------------------------------------------------------------------- get

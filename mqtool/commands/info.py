@@ -1,4 +1,8 @@
-"""`mqtool info STORE`: the store at a glance."""
+"""`mqtool info STORE`: the store at a glance.
+
+Exit 0; 1 when something it shows is wrong (an unreadable checkpoint, an index file that
+cannot be read or whose header cannot be right, files of an unexpected size or name), after
+showing everything else."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import humanize
 from rich.markup import escape
 
 from mqtool import options, output, storeinfo
+from mqtool.errors import ProblemsFound
 
 
 def _time(millis):
@@ -34,7 +39,15 @@ def cli(store, config_path, settings, as_json):
     info = storeinfo.gather(layout)
     if as_json:
         output.emit_json(info)
-        return
+    else:
+        _show(info)
+    problems = info["problems"]
+    if problems:
+        more = len(problems) - 1
+        raise ProblemsFound(problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""))
+
+
+def _show(info: dict) -> None:
     console = output.stdout()
     cl, cq, ix = info["commitlog"], info["consumequeue"], info["index"]
     console.print(f"[bold]store[/bold] {escape(info['store'])}  (format {info['format']})")
@@ -54,6 +67,11 @@ def cli(store, config_path, settings, as_json):
         if info[kind].get("oddFiles"):
             console.print(f"  [red]{kind}: files with an unexpected size or name:[/red] "
                           + escape(", ".join(info[kind]["oddFiles"])), highlight=False)
+    for header in info["indexFiles"]:
+        if "error" in header:
+            console.print(f"  [red]index/{escape(header['name'])}: {escape(header['error'])}[/red]", highlight=False)
+        for what in header.get("headerProblems", []):
+            console.print(f"  [red]index/{escape(header['name'])} {escape(what)}[/red]", highlight=False)
     if cl.get("firstStoreTimestamp"):
         console.print(f"  first message  {_time(cl['firstStoreTimestamp'])}", highlight=False)
     if cl.get("lastStoreTimestamp"):

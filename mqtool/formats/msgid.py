@@ -12,6 +12,7 @@ Both kinds are 32 hex characters for IPv4, so only the context tells them apart.
 
 from __future__ import annotations
 
+import string
 import struct
 from dataclasses import dataclass
 
@@ -23,13 +24,11 @@ _UNIQ_TAIL = struct.Struct(">HiiH")
 
 def _hex_bytes(text: str, what: str) -> bytes:
     text = text.strip()
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not hexadecimal") from None
-    if len(raw) not in (16, 28):
+    if not text or any(c not in string.hexdigits for c in text):
+        raise ValueError(f"{what} {text!r} is not hexadecimal")
+    if len(text) not in (32, 56):
         raise ValueError(f"{what} {text!r} has {len(text)} hex digits; expected 32 (IPv4) or 56 (IPv6)")
-    return raw
+    return bytes.fromhex(text)
 
 
 def encode_offset_msgid(store_address: bytes, store_port: int, commitlog_offset: int) -> str:
