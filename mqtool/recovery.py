@@ -28,9 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from mqtool import commitlog, fastscan
+from mqtool import commitlog
 from mqtool.commitlog import EndOfData, Problem
 from mqtool.errors import RefusedError
 from mqtool.formats import sysflag
@@ -161,6 +159,9 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
     files = queue.files
     if not files:
         return 0, 0, None, 0
+    import numpy as np                  # here, not at the top: commands that never recover
+
+    from mqtool import fastscan         # do not pay for loading numba
     cut = files[start_index].file_from_offset
     records = 0
     stop = None

@@ -262,6 +262,19 @@ def test_python_dash_m(extracted):
     assert proc.returncode == 0 and '"type":"info"' in proc.stdout
 
 
+@pytest.mark.parametrize("args", [("--help",), ("info", "{store}"), ("lookup-by-key", "{store}", "--topic",
+                                                                    "BasicTopic", "user-3")])
+def test_commands_that_compile_nothing_do_not_load_numba(args, extracted):
+    """Loading numba costs ~0.15 s a command; only the compiled paths (verify-crc, rebuild-cq,
+    salvage, recovery, batch appends) load it."""
+    script = ("import sys, runpy; sys.argv = ['mqtool', *sys.argv[1:]]\n"
+              "try:\n    runpy.run_module('mqtool', run_name='__main__')\n"
+              "except SystemExit as exit:\n    print('numba' in sys.modules, exit.code)")
+    argv = [a.format(store=extracted("basic")) for a in args]
+    proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True)
+    assert proc.stdout.splitlines()[-1] == "False 0", proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("args", [("dump", "{store}", "commitlog"), ("dump", "{store}", "commitlog", "--json"),
                                   ("info", "{store}")])
 def test_closed_pipe_is_quiet_and_exits_141(args, extracted):

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from mqtool import options, output, pipeline, rebuild
+from mqtool import options, output, pipeline
 from mqtool.commands import engineopts
 from mqtool.layout import discover
 from mqtool.store import lock_store
@@ -35,6 +35,8 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
     With --engine spark the commitlog is read, checked and parsed by Spark tasks (which must see
     the store at the same path); the files are written here, the same bytes as --engine local.
     """
+    from mqtool import rebuild   # here: numba loads only for the commands that need it
+
     if with_index and topics:
         raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
     config = options.store_config_for_write(store, config_path, settings)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mqtool import options, output, rebuild
+from mqtool import options, output
 from mqtool.errors import ProblemsFound, RefusedError, UsageError
 from mqtool.store import MessageStore
 
@@ -25,6 +25,8 @@ def cli(store, out, config_path, settings, as_json, progress):
     says otherwise; queue offsets are numbered again (no holes).  STORE is only read.
     Exit 1 when anything had to be skipped.
     """
+    from mqtool import rebuild   # here: numba loads only for the commands that need it
+
     target = Path(out).resolve()
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"{out}: OUT must be a new or empty directory")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mqtool import options, output, pipeline, verify
+from mqtool import options, output, pipeline
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
 
@@ -32,6 +32,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     With --engine spark every file part is a Spark task; the executors must see the store at
     the same path (one machine with local[N], or a shared file system).
     """
+    from mqtool import verify   # here: numba loads only for the commands that need it
+
     scopes = verify.SCOPES if "all" in scope else tuple(s for s in verify.SCOPES if s in scope)
     if not scopes:
         raise UsageError("--scope: nothing to check")
