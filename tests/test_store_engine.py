@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import random
@@ -389,6 +390,22 @@ def test_append_refuses_bad_input_before_writing_it(tmp_path, run_cli, line, fie
     assert result.code == 2 and field in result.err, result.err
     assert not (tmp_path / "s" / "commitlog").exists() or not any(
         any(p.read_bytes()) for p in (tmp_path / "s" / "commitlog").iterdir())
+
+
+def test_a_bad_line_in_an_input_file_stores_nothing_of_the_file(tmp_path, run_cli, monkeypatch):
+    good = [json.dumps({"topic": "T", "queueId": 0, "body": f"m{i}"}) for i in range(5)]
+    spec = tmp_path / "in.jsonl"
+    spec.write_text("\n".join(good + ['{"topic":"T","queueId":-1,"body":"x"}']) + "\n")
+    result = run_cli("append", tmp_path / "s", "--input", spec, "--batch", "2")
+    assert result.code == 2 and "line 6" in result.err and "queueId" in result.err
+    assert not (tmp_path / "s").exists()            # the store was not even created
+    # stdin cannot be read twice: the batches before the bad line are stored, and reported
+    monkeypatch.setattr(sys, "stdin", io.StringIO(spec.read_text()))
+    result = run_cli("append", tmp_path / "s", "--input", "-", "--batch", "2", "--json")
+    assert result.code == 2 and "line 6" in result.err
+    assert [p["line"] for p in result.json_lines()] == [1, 2, 3, 4]
+    config = StoreConfig(storePathRootDir=str(tmp_path / "s"))
+    assert len(walk_records(tmp_path / "s", config)) == 4
 
 
 def test_lone_surrogates_are_stored_as_java_stores_them(tmp_path, run_cli):

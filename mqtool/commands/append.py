@@ -99,6 +99,8 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
         input_path = "-"
     version = "5" if config.is_5x else "4"
     cluster = config.brokerClusterName
+    if input_path not in (None, "-"):
+        _check_input(input_path, version, cluster, allow_system_topics)
     table = None if as_json else output.TableStream(None, [
         ("#", {"justify": "right"}), ("status", {}), ("topic", {}), ("queue", {"justify": "right"}),
         ("queue offset", {"justify": "right"}), ("commitlog offset", {"justify": "right"}), ("msgId", {}),
@@ -149,6 +151,18 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
         table.flush()
     if failures:
         raise ProblemsFound(f"{failures} message(s) were not stored")
+
+
+def _check_input(path, version, cluster, allow_system_topics) -> None:
+    """Read an --input file through once before the store is touched, so that a bad line
+    stops the command with nothing stored.  (stdin cannot be read twice: its lines are
+    stored in batches as they come, and a bad one stops the command after the batches
+    before it, which the report lists.)"""
+    earlier: dict[int, int] = {}   # lines a preparedTransactionOffsetOf may name
+    with _open_input(path) as source:
+        for number, spec in _read_specs(source):
+            _to_message(spec, number, version, cluster, earlier, allow_system_topics)
+            earlier[number - 1] = 0
 
 
 def _open_input(path):
