@@ -28,7 +28,8 @@ class LoadProblem:
 class MappedFileQueue:
     def __init__(self, paths: list[Path], file_size: int, *, writable: bool = False,
                  strict: bool = True, directories: list[Path] | None = None, write_buffers=None,
-                 on_create=None, preallocate: bool = False, warm_ahead: int = 0):
+                 on_create=None, preallocate: bool = False, warm_ahead: int = 0,
+                 append_with_pwrite: bool = False):
         """paths: the files to load.  directories: where new files go when the
         queue rolls (several for a multi-path commitlog, chosen round-robin by
         file index as MultiPathMappedFileQueue does).  write_buffers: a
@@ -38,7 +39,8 @@ class MappedFileQueue:
         file after the new one as well, so the next roll finds it ready; a
         clean close removes it again (discard_preallocated).  warm_ahead: with
         warmMapedFileEnable, how many bytes ahead of the appends files are
-        pre-written (see MappedFile.warm_to and make_room)."""
+        pre-written (see MappedFile.warm_to and make_room).  append_with_pwrite:
+        see MappedFile.append_with_pwrite (the store sets it under SYNC_FLUSH)."""
         self.file_size = file_size
         self.writable = writable
         self.strict = strict
@@ -52,6 +54,7 @@ class MappedFileQueue:
         self.store_timestamp = 0
         self.preallocate = preallocate
         self.warm_ahead = warm_ahead
+        self.append_with_pwrite = append_with_pwrite
         self._preallocated: MappedFile | None = None
         paths = sorted(paths, key=lambda p: p.name)
         self.empty_file = None   # strict: a 0-byte newest file, left by a crash, not loaded
@@ -72,6 +75,7 @@ class MappedFileQueue:
                                                  "file name is not a 20-digit offset; skipped"))
                 continue
             mf = MappedFile(path, self.file_size, writable=self.writable, strict=self.strict)
+            mf.append_with_pwrite = self.append_with_pwrite
             if mf.size_mismatch:
                 self.problems.append(LoadProblem(
                     "bad-file-size", path, mf.file_from_offset,
@@ -157,6 +161,7 @@ class MappedFileQueue:
     def _new_file(self, offset: int) -> MappedFile:
         path = self._path_for(offset)
         mf = MappedFile(path, self.file_size, create=True)
+        mf.append_with_pwrite = self.append_with_pwrite
         if self.on_create is not None:
             self.on_create(path)
         return mf

@@ -129,7 +129,8 @@ class MessageStore:
             files, config.mappedFileSizeCommitLog, writable=not dry_run, strict=True,
             directories=layout.commitlog_dirs, write_buffers=self.pool, on_create=self.adopt,
             preallocate=True,
-            warm_ahead=(config.flushLeastPagesWhenWarmMapedFile * 4096 if config.warmMapedFileEnable else 0))
+            warm_ahead=(config.flushLeastPagesWhenWarmMapedFile * 4096 if config.warmMapedFileEnable else 0),
+            append_with_pwrite=config.flushDiskType == "SYNC_FLUSH")
         self.checkpoint = StoreCheckpoint(layout.checkpoint_path, five_longs=config.is_5x, read_only=dry_run)
         if not dry_run:
             self.adopt(layout.checkpoint_path)
