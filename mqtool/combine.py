@@ -16,6 +16,8 @@ costs as much as the work, so the protocol is built to hand off as little as it 
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 
@@ -33,24 +35,28 @@ class Combiner:
         return len(self._queued)
 
     def submit(self, item):
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None:
+            return _with_ctrl_c_held(self._submit, item)
+        return self._submit(item)
+
+    def _submit(self, item):
         slot = _Slot(item)
         with self._lock:
             self._queued.append(slot)
             leader = not self._leading
             self._leading = True
-        interrupted = None
         if not leader:
-            interrupted = _sleep(slot.wake)   # released when served, or when made leader
+            slot.wake.acquire()               # released when served, or when made leader
             if slot.outcome is not None:
                 if slot.next is not None:
                     slot.next.wake.release()
-                if interrupted is not None:
-                    raise interrupted
                 return slot.outcome.get()
         with self._lock:                      # the leader's round: everything queued, own slot included
             batch, self._queued = self._queued, []
         try:
-            results = self.run_batch([s.item for s in batch])
+            results = list(self.run_batch([s.item for s in batch]))
+            if len(results) != len(batch):
+                raise RuntimeError(f"a batch of {len(batch)} gave {len(results)} results")
             outcomes = [_Outcome(r) for r in results]
         except BaseException as exc:          # every caller of the batch hears of it
             outcomes = [_Outcome(error=exc)] * len(batch)
@@ -68,22 +74,29 @@ class Combiner:
             successor.wake.release()          # it finds no outcome: it leads the next round
         if served:
             served[0].wake.release()
-        if interrupted is not None:
-            raise interrupted
         return slot.outcome.get()
 
 
-def _sleep(lock) -> BaseException | None:
-    """Acquire lock; an exception a signal handler raises meanwhile (Ctrl-C) is
-    returned once the lock is ours, not raised at once: a caller that left its
-    place would strand the callers its wake-up passes on to."""
-    interrupted = None
-    while True:
-        try:
-            lock.acquire()
-            return interrupted
-        except BaseException as exc:
-            interrupted = exc
+def _with_ctrl_c_held(call, *args):
+    """call(*args) with Ctrl-C held until it returns, then delivered as it would have been.
+
+    Only the main thread runs signal handlers, and a KeyboardInterrupt raised at any
+    point of the protocol (between queueing and sleeping, just after a lock was taken,
+    between two wake-ups) would strand the callers that depend on this one: a leader
+    nobody replaces, a chain of wake-ups that stops here.  So while the main thread is
+    a caller, SIGINT only records itself.  (Other signals whose Python handlers raise
+    are not held.)"""
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    try:
+        return call(*args)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            if callable(previous):
+                previous(signal.SIGINT, held[0])
+            elif previous == signal.SIG_DFL:
+                os.kill(os.getpid(), signal.SIGINT)
 
 
 class _Slot:

@@ -69,3 +69,22 @@ def test_a_failed_batch_fails_each_of_its_callers_and_the_next_batches_run():
     with pytest.raises(OSError):
         combiner.submit(-1)                     # a lone caller runs its own batch
     assert combiner.submit(7) == 7
+
+
+def test_a_batch_answered_short_fails_its_callers_instead_of_stranding_them():
+    def run_batch(items):
+        time.sleep(0.001)
+        return list(items)[1:]       # one answer missing
+
+    combiner = Combiner(run_batch)
+    outcomes = []
+
+    def caller(t):
+        for i in range(10):
+            try:
+                outcomes.append(combiner.submit(i))
+            except RuntimeError as exc:
+                outcomes.append(exc)
+
+    run_threads(caller, 6)
+    assert len(outcomes) == 60 and all(isinstance(o, RuntimeError) for o in outcomes)

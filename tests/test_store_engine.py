@@ -311,7 +311,6 @@ def test_a_producer_interrupted_while_waiting_still_wakes_the_ones_behind_it(tmp
 
     def interrupt_then_let_go():
         queued(3)                        # the main thread and the one behind it wait too
-        time.sleep(0.1)                  # ... asleep, not between queueing and sleeping
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.2)
         store.writer.lock.release()
