@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -88,3 +91,79 @@ def test_a_batch_answered_short_fails_its_callers_instead_of_stranding_them():
 
     run_threads(caller, 6)
     assert len(outcomes) == 60 and all(isinstance(o, RuntimeError) for o in outcomes)
+
+
+CTRL_C_STORM = textwrap.dedent("""
+    import os, random, signal, threading, time
+    from collections import Counter
+    from mqtool.combine import Combiner
+
+    runs = Counter()
+    def run_batch(items):
+        for item in items:
+            runs[item] += 1
+        time.sleep(random.random() * 0.0003)
+        return [("done", item) for item in items]
+
+    combiner = Combiner(run_batch)
+    answers, worker_errors, stop = {}, [], threading.Event()
+
+    def worker(t):
+        i = 0
+        while not stop.is_set():
+            try:
+                answers[(t, i)] = combiner.submit((t, i))
+            except BaseException as exc:
+                worker_errors.append(repr(exc))
+            i += 1
+
+    def ctrl_c():
+        while not stop.is_set():
+            time.sleep(random.random() * 0.002)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def watchdog():
+        time.sleep(20)
+        print("HUNG", combiner.waiting(), flush=True)
+        os._exit(3)
+
+    workers = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(8)]
+    for w in workers:
+        w.start()
+    threading.Thread(target=watchdog, daemon=True).start()
+    sender = threading.Thread(target=ctrl_c, daemon=True)
+    sender.start()
+    deadline, i, interrupted = time.monotonic() + 1.5, 0, 0
+    while True:
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    assert combiner.submit(("main", i)) == ("done", ("main", i))
+                except KeyboardInterrupt:
+                    interrupted += 1
+                i += 1
+            stop.set()
+            sender.join()
+            break
+        except KeyboardInterrupt:
+            interrupted += 1
+    for j in range(10):
+        assert combiner.submit(("after", j)) == ("done", ("after", j))
+    for w in workers:
+        w.join(5)
+    stuck = [w.name for w in workers if w.is_alive()]
+    wrong = [k for k, v in answers.items() if v != ("done", k)]
+    twice = [k for k, v in runs.items() if v > 1]
+    print(interrupted, len(answers), stuck, wrong[:3], twice[:3], worker_errors[:3], combiner.waiting(), flush=True)
+    os._exit(0)
+""")
+
+
+def test_ctrl_c_storms_on_the_main_thread_strand_no_caller():
+    """The main thread submits among 8 workers while SIGINT arrives every ~1 ms: it sees its
+    Ctrl-Cs, nobody waits for ever, no worker sees one, every item runs once."""
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_STORM], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = proc.stdout.strip().split(" ", 2)   # Ctrl-Cs seen, worker answers, what must be empty
+    assert int(line[0]) > 50 and int(line[1]) > 1000, proc.stdout
+    assert line[2] == "[] [] [] [] 0", proc.stdout
