@@ -103,30 +103,36 @@ def bench_sync(workdir: Path, threads: int, seconds: float) -> tuple[float, floa
     """(msgs/s, messages per fsync) with `threads` producers sending one message at a time."""
     root = workdir / f"sync-{threads}"
     config = store_config(root, flushDiskType="SYNC_FLUSH", warmMapedFileEnable=True)
-    done = [0] * threads
-    stop = threading.Event()
     with MessageStore(config) as store:
-        def producer(t):
-            i = t * 10_000_000
-            while not stop.is_set():
-                if store.put(message(i)).ok:
-                    done[t] += 1
-                i += 1
-
-        workers = [threading.Thread(target=producer, args=(t,)) for t in range(threads)]
-        start = time.perf_counter()
         fsyncs_before = store.flusher.fsyncs
-        for w in workers:
-            w.start()
-        time.sleep(seconds)
-        stop.set()
-        for w in workers:
-            w.join()
-        elapsed = time.perf_counter() - start
+        total, elapsed = run_producers(lambda msg: store.put(msg).ok, threads, seconds)
         fsyncs = store.flusher.fsyncs - fsyncs_before
     shutil.rmtree(root)
-    total = sum(done)
     return total / elapsed, total / max(fsyncs, 1)
+
+
+def run_producers(send, threads: int, seconds: float) -> tuple[int, float]:
+    """`threads` producers each sending one message at a time for `seconds`:
+    (messages send() said were stored, elapsed seconds)."""
+    done = [0] * threads
+    stop = threading.Event()
+
+    def producer(t):
+        i = t * 10_000_000
+        while not stop.is_set():
+            if send(message(i)):
+                done[t] += 1
+            i += 1
+
+    workers = [threading.Thread(target=producer, args=(t,)) for t in range(threads)]
+    start = time.perf_counter()
+    for w in workers:
+        w.start()
+    time.sleep(seconds)
+    stop.set()
+    for w in workers:
+        w.join()
+    return sum(done), time.perf_counter() - start
 
 
 def bench_handoff(workdir: Path, threads: int, seconds: float) -> tuple[float, float]:
@@ -157,30 +163,11 @@ def bench_handoff(workdir: Path, threads: int, seconds: float) -> tuple[float, f
         return [True] * len(msgs)
 
     combiner = Combiner(write_and_sync)
-    done = [0] * threads
-    stop = threading.Event()
-
-    def producer(t):
-        i = t * 10_000_000
-        while not stop.is_set():
-            if combiner.submit(message(i)):
-                done[t] += 1
-            i += 1
-
     try:
-        workers = [threading.Thread(target=producer, args=(t,)) for t in range(threads)]
-        start = time.perf_counter()
-        for w in workers:
-            w.start()
-        time.sleep(seconds)
-        stop.set()
-        for w in workers:
-            w.join()
-        elapsed = time.perf_counter() - start
+        total, elapsed = run_producers(combiner.submit, threads, seconds)
     finally:
         os.close(fd)
         path.unlink()
-    total = sum(done)
     return total / elapsed, total / max(fsyncs[0], 1)
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import json
 import re
 import struct
-from datetime import datetime, timezone
+from datetime import timezone
 
 import pytest
 from construct import ConstructError
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import UNDAMAGED, expected_read, fixture_dir

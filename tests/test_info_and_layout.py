@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import ALL_FIXTURES, UNDAMAGED, expected_read
+from conftest import UNDAMAGED, expected_read
 
 
 def snapshot(root):

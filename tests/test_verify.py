@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_FIXTURES, UNDAMAGED, expected_read, fixture_dir
+from conftest import UNDAMAGED, expected_read, fixture_dir
 from mqtool.formats import index as index_format
 
 

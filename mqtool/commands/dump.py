@@ -17,7 +17,7 @@ from mqtool.commitlog import EndOfData, Problem
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
 from mqtool.formats import index as index_format
 from mqtool.formats.commitlog import Blank, Record
-from mqtool.formats.consumequeue import UNIT_SIZE, is_valid_unit
+from mqtool.formats.consumequeue import is_valid_unit
 from mqtool.formats.filenames import is_index_name, is_offset_name
 from mqtool.indexfile import IndexFile
 from mqtool.mappedfilequeue import MappedFileQueue
