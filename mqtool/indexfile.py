@@ -95,26 +95,35 @@ class IndexFile:
     def header(self) -> Header:
         return Header(*fmt.HEADER_STRUCT.unpack_from(self.buf, 0))
 
-    def header_problems(self) -> list[tuple[int, str, object, object]]:
+    def header_problems(self, newest: bool = False) -> list[tuple[int, str, object, object]]:
         """Header fields that are wrong whatever the entries hold: (byte offset, what,
-        expected, found).  An all-zero header is a file created and never written to
-        (a broker that stopped right after rolling to it): nothing is wrong there."""
+        expected, found).
+
+        The newest file may be one a broker rolled to and never put a key into: a 4.9.8
+        broker writes the times and offsets it starts from straight into the header (all
+        zero in a new store) but indexCount only with the first entry, so it reads 0 (1 if
+        mqtool rolled it).  No used slot is counted and entry 1 is empty there; anywhere
+        else, or with an entry, such a header is damage.  The times are not checked here:
+        beginTimestamp after endTimestamp is what a store clock that stepped back leaves
+        (verify-crc checks both against the entries)."""
         h = self.header()
-        if not any((h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
-                    h.hash_slot_count, h.index_count)):
+        if newest and self.never_put(h):
             return []
         problems = []
         if not 1 <= h.index_count <= self.index_num:
             problems.append((36, "indexCount is out of range", f"1..{self.index_num}", h.index_count))
         if not 0 <= h.hash_slot_count <= self.hash_slot_num:
             problems.append((32, "hashSlotCount is out of range", f"0..{self.hash_slot_num}", h.hash_slot_count))
-        if h.index_count > 1 and h.begin_timestamp > h.end_timestamp:
-            problems.append((0, "beginTimestamp is after endTimestamp", f"<= {h.end_timestamp}",
-                             h.begin_timestamp))
         if h.index_count > 1 and h.begin_phy_offset > h.end_phy_offset:
             problems.append((16, "beginPhyOffset is after endPhyOffset", f"<= {h.end_phy_offset}",
                              h.begin_phy_offset))
         return problems
+
+    def never_put(self, h: Header) -> bool:
+        """No key was ever put into this file (see header_problems)."""
+        first = fmt.entry_position(self.hash_slot_num, 1)
+        return (h.index_count in (0, 1) and h.hash_slot_count == 0
+                and first + fmt.ENTRY_SIZE <= self.size and not any(self.buf[first:first + fmt.ENTRY_SIZE]))
 
     def slot(self, number: int) -> int:
         pos = fmt.slot_position(number)

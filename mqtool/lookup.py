@@ -211,7 +211,7 @@ class StoreReader:
                     self.index_problems.append(Problem(
                         "bad-index-file", self.display(info.path), 0, None,
                         f"index file is {f.size} bytes, expected {f.expected_size}"))
-                for where, what, expected, found in f.header_problems():
+                for where, what, expected, found in f.header_problems(newest=info is infos[-1]):
                     self.index_problems.append(Problem("bad-index-header", self.display(info.path), where, None,
                                                        f"{what} (expected {expected}, found {found})"))
                 self._index.append(f)

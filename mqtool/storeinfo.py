@@ -104,6 +104,7 @@ def gather(layout) -> dict:
     info["index"] = _kind_summary(idx_files)
     info["index"].update({"maxHashSlotNum": slots, "maxIndexNum": entries})
     headers = []
+    named = [f for f in idx_files if is_index_name(f.name)]
     for f in idx_files:
         if not is_index_name(f.name):
             headers.append({"name": f.name, "size": f.size, "error": "not an index file name"})
@@ -116,7 +117,9 @@ def gather(layout) -> dict:
         try:
             header = {"name": f.name, "size": f.size, **ix.header().to_json()}
             damage = [f"at byte {where}: {what} (expected {expected}, found {found})"
-                      for where, what, expected, found in ix.header_problems()]
+                      for where, what, expected, found in ix.header_problems(newest=f is named[-1])]
+            if not ix.size_ok:
+                damage.insert(0, f"is {ix.size} bytes, expected {ix.expected_size}")
             if damage:
                 header["headerProblems"] = damage
             headers.append(header)

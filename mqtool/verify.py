@@ -464,7 +464,7 @@ def _slot_of(ix, number: int) -> int:
     return key_hash % ix.hash_slot_num if key_hash >= 0 else -1
 
 
-def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResult:
+def _index_task(layout, path_text: str, slots: int, index_num: int, newest: bool = False) -> TaskResult:
     """Check one index file on its own: header, slots, chains; and say which commitlog offsets
     its entries point at."""
     result = TaskResult()
@@ -483,7 +483,7 @@ def _index_task(layout, path_text: str, slots: int, index_num: int) -> TaskResul
                                            expected=ix.expected_size, found=ix.size))
             return result
         h = ix.header()
-        for where, what, expected, found in ix.header_problems():
+        for where, what, expected, found in ix.header_problems(newest):
             result.findings.append(Finding("index", "bad-header", shown, where, None, what,
                                            expected=expected, found=found))
         count = min(max(h.index_count, 1), index_num)
@@ -695,12 +695,14 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
             sizes.append(0)
     if "index" in scopes:
         slots, index_num = layout.index_geometry()
-        for info in layout.index_files():
+        files = layout.index_files()
+        named = [info for info in files if is_index_name(info.name)]
+        for info in files:
             if not is_index_name(info.name):
                 emit(Finding("index", "bad-file-name", display(info.path), None, None,
                              "not an index file name (yyyyMMddHHmmssSSS)"))
                 continue
-            structure.append(("index", _index_task, (str(info.path), slots, index_num)))
+            structure.append(("index", _index_task, (str(info.path), slots, index_num, info is named[-1])))
             sizes.append(info.size)
     with (_EnginePool(engine) if engine is not None else _Pool(jobs)) as pool:
         pending = pool.submit(layout, structure, sizes)

@@ -4,7 +4,9 @@ expected-read.jsonl)."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import struct
 
 import pytest
 
@@ -220,7 +222,7 @@ def test_a_damaged_index_file_is_reported(store_copy, run_cli):
     ("indexCount", 36, 401),             # more entries than the file holds (maxIndexNum 400)
     ("indexCount", 36, -5),
     ("hashSlotCount", 32, 101),          # more used slots than there are (maxHashSlotNum 100)
-    ("beginTimestamp", 0, 1 << 62),      # after endTimestamp
+    ("beginPhyOffset", 16, 1 << 40),     # after endPhyOffset
 ])
 def test_a_damaged_index_header_is_reported_by_lookup_and_verify(field, offset, value, store_copy, run_cli):
     store = store_copy("basic")
@@ -240,14 +242,60 @@ def test_a_damaged_index_header_is_reported_by_lookup_and_verify(field, offset, 
                                if f.get("kind") == "bad-header"}
 
 
+def outcomes(run_cli, store, topic, key) -> tuple[int, int, int, int]:
+    """Exit codes of lookup-by-key, verify-crc and info, and how many messages the lookup found."""
+    lookup = run_cli("lookup-by-key", store, "--topic", topic, key, "--json")
+    found = len(split(lookup)[0]) if lookup.code in (0, 1) else -1
+    return lookup.code, run_cli("verify-crc", store).code, run_cli("info", store).code, found
+
+
 def test_an_index_file_created_and_never_written_is_no_damage(store_copy, run_cli):
-    """A broker that stops right after rolling to a new index file leaves its header all zeros."""
+    """A broker that stops right after rolling to a new index file leaves a header that holds
+    only where it starts (all zeros in a new store): indexCount 0, no entry."""
     store = store_copy("basic")
     (path,) = (store / "index").iterdir()
-    (store / "index" / "29991231235959999").write_bytes(bytes(path.stat().st_size))
-    result = run_cli("lookup-by-key", store, "--topic", "BasicTopic", "user-3", "--json")
-    assert result.code == 0 and len(split(result)[0]) == 7
-    assert run_cli("verify-crc", store).code == 0
+    header = IndexFile(path, 100, 400).header()
+    empty = store / "index" / "29991231235959999"
+    empty.write_bytes(bytes(path.stat().st_size))
+    assert outcomes(run_cli, store, "BasicTopic", "user-3") == (0, 0, 0, 7)
+    data = bytearray(empty.read_bytes())     # the times and offsets the full file ended with
+    struct.pack_into(">qqqq", data, 0, header.end_timestamp, header.end_timestamp,
+                     header.end_phy_offset, header.end_phy_offset)
+    empty.write_bytes(bytes(data))
+    assert outcomes(run_cli, store, "BasicTopic", "user-3") == (0, 0, 0, 7)
+
+
+def test_a_zeroed_index_file_that_is_not_the_newest_is_damage(store_copy, run_cli):
+    store = store_copy("multifile")
+    fifth = sorted((store / "index").iterdir())[4]
+    fifth.write_bytes(bytes(fifth.stat().st_size))
+    lookup, verify, info, _ = outcomes(run_cli, store, "PaymentTopic", "cust-7")
+    assert (lookup, verify, info) == (1, 1, 1)
+
+
+def test_a_zeroed_header_over_written_entries_is_damage(store_copy, run_cli):
+    store = store_copy("basic")
+    (path,) = (store / "index").iterdir()
+    data = bytearray(path.read_bytes())
+    data[:40] = bytes(40)
+    path.write_bytes(bytes(data))
+    lookup, verify, info, _ = outcomes(run_cli, store, "BasicTopic", "user-3")
+    assert (lookup, verify, info) == (1, 1, 1)
+
+
+def test_store_times_that_step_back_are_no_header_damage(tmp_path, run_cli):
+    """The broker sets endTimestamp to each put's store time: a clock that stepped back
+    leaves beginTimestamp after endTimestamp in a sound file."""
+    spec = tmp_path / "in.jsonl"
+    spec.write_text("\n".join(json.dumps({"topic": "T", "queueId": 0, "keys": "k", "body": "x",
+                                          "storeTimestamp": ts}) for ts in (1795300002000, 1795300001000)))
+    store = tmp_path / "s"
+    assert run_cli("append", store, "--input", spec, "--set", "maxHashSlotNum=100",
+                   "--set", "maxIndexNum=400").code == 0
+    (path,) = (store / "index").iterdir()
+    header = IndexFile(path, 100, 400).header()
+    assert header.begin_timestamp > header.end_timestamp
+    assert outcomes(run_cli, store, "T", "k") == (0, 0, 0, 2)
 
 
 def test_an_index_entry_that_points_at_no_record(store_copy, run_cli):
