@@ -222,7 +222,10 @@ class MappedFile(ReferenceResource):
         if self.write_buffer is not None:
             self.write_buffer[pos:end] = data
         elif self.append_with_pwrite:
-            _pwrite_all(self._fd, data, pos)
+            try:
+                _pwrite_all(self._fd, data, pos)
+            except OSError as exc:   # a full disk: say where (the bytes past pos are not the store's)
+                raise OSError(exc.errno, f"{exc.strerror} (appending at byte {pos})", str(self.path)) from None
         else:
             self.buf[pos:end] = data
         self.wrote_position = end

@@ -400,12 +400,47 @@ def test_a_bad_line_in_an_input_file_stores_nothing_of_the_file(tmp_path, run_cl
     assert result.code == 2 and "line 6" in result.err and "queueId" in result.err
     assert not (tmp_path / "s").exists()            # the store was not even created
     # stdin cannot be read twice: the batches before the bad line are stored, and reported
-    monkeypatch.setattr(sys, "stdin", io.StringIO(spec.read_text()))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(spec.read_bytes())))
     result = run_cli("append", tmp_path / "s", "--input", "-", "--batch", "2", "--json")
     assert result.code == 2 and "line 6" in result.err
     assert [p["line"] for p in result.json_lines()] == [1, 2, 3, 4]
     config = StoreConfig(storePathRootDir=str(tmp_path / "s"))
     assert len(walk_records(tmp_path / "s", config)) == 4
+
+
+def test_an_input_that_can_be_read_only_once_is_stored_as_it_comes(tmp_path, run_cli):
+    lines = "".join(json.dumps({"topic": "T", "queueId": 0, "body": f"m{i}"}) + "\n" for i in range(3))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=(lines,))
+    writer.start()
+    result = run_cli("append", tmp_path / "s", "--input", fifo, "--json")
+    writer.join(timeout=10)
+    assert result.code == 0 and [p["line"] for p in result.json_lines()] == [1, 2, 3]
+
+
+def test_a_line_naming_a_refused_line_is_not_stored_either(tmp_path, run_cli):
+    spec = tmp_path / "in.jsonl"
+    spec.write_text("\n".join(json.dumps(line) for line in [
+        {"topic": "T", "queueId": 0, "body": "a"},
+        {"topic": "T" * 128, "queueId": 0, "body": "b"},          # refused by the store
+        {"topic": "T", "queueId": 0, "body": "c", "transaction": "commit", "preparedTransactionOffsetOf": 1},
+    ]) + "\n")
+    result = run_cli("append", tmp_path / "s", "--input", spec, "--json")
+    assert result.code == 1
+    puts = result.json_lines()
+    assert [p["status"] for p in puts] == ["PUT_OK", "MESSAGE_ILLEGAL", "MESSAGE_ILLEGAL"]
+    assert "line was not stored" in puts[2]["remark"]
+
+
+def test_input_that_is_not_utf8_or_comes_with_topic_is_a_usage_error(tmp_path, run_cli):
+    spec = tmp_path / "in.jsonl"
+    spec.write_bytes(b'{"topic":"T","queueId":0,"body":"ok"}\n{"topic":"T","queueId":0,"body":"\xff"}\n')
+    result = run_cli("append", tmp_path / "s", "--input", spec)
+    assert result.code == 2 and "input line 2: not UTF-8" in result.err
+    assert not (tmp_path / "s").exists()
+    result = run_cli("append", tmp_path / "s", "--input", spec, "--topic", "T")
+    assert result.code == 2 and "not both" in result.err
 
 
 def test_lone_surrogates_are_stored_as_java_stores_them(tmp_path, run_cli):
@@ -418,3 +453,21 @@ def test_lone_surrogates_are_stored_as_java_stores_them(tmp_path, run_cli):
     (record,) = [l for l in run_cli("dump", tmp_path / "s", "commitlog", "--json").json_lines()
                  if l["type"] == "message"]
     assert record["tags"] == "?" and record["keys"] == "?"
+
+
+def test_a_sync_append_that_finds_the_disk_full_says_where(tmp_path):
+    """Sync-flushed appends are written with pwrite: a full disk is an error naming the file and
+    the byte, not a SIGBUS, and the write position stays where the last whole record ended."""
+    from mqtool.mappedfile import MappedFile
+
+    mf = MappedFile(tmp_path / "00000000000000000000", 4096, create=True)
+    mf.append_with_pwrite = True
+    assert mf.append(b"x" * 100) and mf.wrote_position == 100
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, mf._fd)                # the file's descriptor now writes to a full disk
+    os.close(full)
+    with pytest.raises(OSError) as caught:
+        mf.append(b"y" * 100)
+    assert caught.value.filename == str(mf.path) and "appending at byte 100" in caught.value.strerror
+    assert mf.wrote_position == 100
+    mf.close()

@@ -9,13 +9,15 @@ when a put was not PUT_OK.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 
 import click
 
 from mqtool import options, output, spec as specs
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
-from mqtool.message import PUT_OK
+from mqtool.message import MESSAGE_ILLEGAL, PUT_OK, PutResult
 from mqtool.store import MessageStore
 
 
@@ -53,7 +55,12 @@ def _option_spec(topic, queue, tags, keys, props, body, body_file, born_host, de
 
 
 def _read_specs(source):
-    for number, line in enumerate(source, start=1):
+    """(line number, parsed JSON) of each non-blank line of a binary source."""
+    for number, raw in enumerate(source, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"input line {number}: not UTF-8 (byte {exc.start} of the line)") from None
         if not line.strip():
             continue
         try:
@@ -93,13 +100,16 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
     config = options.store_config_for_write(store, config_path, settings)
     for warning in config.effective_warnings():
         output.note(f"warning: {warning}")
+    if topic is not None and input_path is not None:
+        raise UsageError("give --topic (one message) or --input (JSON lines), not both")
     if topic is None and input_path is None:
         if sys.stdin.isatty():
             raise UsageError("give --topic (one message) or JSON lines on stdin / --input FILE")
         input_path = "-"
     version = "5" if config.is_5x else "4"
     cluster = config.brokerClusterName
-    if input_path not in (None, "-"):
+    checked = input_path not in (None, "-") and _is_regular_file(input_path)
+    if checked:
         _check_input(input_path, version, cluster, allow_system_topics)
     table = None if as_json else output.TableStream(None, [
         ("#", {"justify": "right"}), ("status", {}), ("topic", {}), ("queue", {"justify": "right"}),
@@ -127,7 +137,7 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
             msg = _to_message(spec, 1, version, cluster, {}, allow_system_topics)
             report(1, engine.put(msg))
         else:
-            source = sys.stdin if input_path == "-" else _open_input(input_path)
+            source = sys.stdin.buffer if input_path == "-" else _open_input(input_path)
             prepared: dict[int, int] = {}
             pending = []
 
@@ -140,8 +150,16 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
                 pending.clear()
 
             for number, spec in _read_specs(source):
-                if isinstance(spec, dict) and "preparedTransactionOffsetOf" in spec and pending:
+                refers = isinstance(spec, dict) and "preparedTransactionOffsetOf" in spec
+                if refers and pending:
                     flush_pending()
+                if refers and checked and spec["preparedTransactionOffsetOf"] not in prepared:
+                    # a checked line naming an earlier line the store refused: not stored either
+                    report(number, PutResult(MESSAGE_ILLEGAL, topic=spec.get("topic"),
+                                             queue_id=spec.get("queueId", -1),
+                                             remark=f"preparedTransactionOffsetOf {spec['preparedTransactionOffsetOf']}:"
+                                                    " that line was not stored"))
+                    continue
                 pending.append((number, _to_message(spec, number, version, cluster, prepared,
                                                     allow_system_topics)))
                 if len(pending) >= batch:
@@ -165,9 +183,18 @@ def _check_input(path, version, cluster, allow_system_topics) -> None:
             earlier[number - 1] = 0
 
 
+def _is_regular_file(path) -> bool:
+    """Only a regular file can be read twice (checked, then stored); a pipe, a FIFO or
+    /dev/stdin is read once, as stdin is."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False   # _open_input says why
+
+
 def _open_input(path):
     try:
-        return open(path, encoding="utf-8")
+        return open(path, "rb")
     except OSError as exc:
         raise NotAStoreError(f"cannot read input: {exc.strerror}", path=path) from None
 
