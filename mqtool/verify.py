@@ -46,6 +46,7 @@ from mqtool.formats.crc import body_crc
 from mqtool.formats.filenames import is_index_name
 from mqtool.formats.javastr import index_key_hash
 from mqtool.indexfile import IndexFile
+from mqtool.mappedfile import MappedFile
 
 SCOPES = ("commitlog", "cq", "index")
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
@@ -154,22 +155,21 @@ SEGMENT_BYTES = 64 << 20
 SEGMENT_RECORDS = 1 << 19
 
 
-def _commitlog_task(layout, index: int, last_data: int, check_crc: bool, start: int, stop: int | None,
-                    pointers: list[Pointers], delays: list[int]) -> TaskResult:
+def _commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_crc: bool, start: int,
+                    stop: int | None, pointers: list[Pointers], delays: list[int]) -> TaskResult:
     """Check [start, stop) of one commitlog file (a part, or the whole file): its entries, CRCs,
     offset fields and queue offset order; then the consume queue units and index entries that
     point into it, against the records as they were scanned and parsed, a stretch of
     SEGMENT_BYTES or SEGMENT_RECORDS at a time."""
     result = TaskResult()
-    queue = commitlog.open_queue(layout)
-    try:
-        mf = queue.files[index]
+    mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
+    try:                                                        # each file must not list them all
         path = _display(layout)(mf.path)
         end = mf.file_size if stop is None else stop
         cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
         chunks, segment = [], start    # the parsed chunks of the stretch from segment on
         for entry in commitlog.walk_file(mf, start=start, stop=stop, check_crc=check_crc,
-                                         is_last=index >= last_data, display_path=path, chunked=True,
+                                         is_last=is_last, display_path=path, chunked=True,
                                          parse_props=bool(pointers)):
             if isinstance(entry, fastscan.Chunk):
                 _check_chunk(entry, mf, path, result)
@@ -193,7 +193,7 @@ def _commitlog_task(layout, index: int, last_data: int, check_crc: bool, start: 
         result.bytes = end - start
         result.files = 1 if start == 0 else 0
     finally:
-        queue.close()
+        mf.close()
     return result
 
 
@@ -686,6 +686,8 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         last_data = commitlog.last_data_file(queue)
         spans = [(mf.file_from_offset, mf.file_size) for mf in files]
         paths = [display(mf.path) for mf in files]
+        file_paths = [str(mf.path) for mf in files]
+        file_size = queue.file_size
     finally:
         queue.close()
     structure, sizes = [], []     # sizes: how much each task reads, to start the biggest first
@@ -719,7 +721,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                 low, high = base + start, base + (size if stop is None else stop)
                 routed = [p for p in pointers if p.low < high and p.high >= low]
                 parts.append((i, ("commitlog", _commitlog_task,
-                                  (i, last_data, crc, start, stop, routed, delays))))
+                                  (file_paths[i], file_size, i >= last_data, crc, start, stop, routed, delays))))
                 sizes.append(high - low)
         second = pool.collect(pool.submit(layout, [task for _, task in parts], sizes), scopes, emit, on_progress)
     for pointer in pointers:          # what points past the commitlog, or into a missing file, no part saw

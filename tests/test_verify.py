@@ -219,6 +219,27 @@ def test_a_store_written_by_mqtool_verifies_clean(tmp_path, run_cli):
     assert summary["records"] == len(lines) - 3
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_each_commitlog_part_opens_only_its_own_file(jobs, tmp_path, run_cli, monkeypatch):
+    """A task per part must not list and map the whole commitlog: with thousands of files
+    that made verify-crc quadratic (20 s for 773 files of 64 KiB)."""
+    from mqtool.layout import StoreLayout
+
+    messages = tmp_path / "m.jsonl"
+    messages.write_text("".join(json.dumps({"topic": "T", "queueId": i % 2, "keys": f"k{i}", "body": "x" * 300})
+                                + "\n" for i in range(300)))
+    store = tmp_path / "store"
+    assert run_cli("append", store, "--set", "mappedFileSizeCommitLog=4096", "--input", messages).code == 0
+    assert len(list((store / "commitlog").iterdir())) > 25
+    listed = []
+    real = StoreLayout.commitlog_files
+    monkeypatch.setattr(StoreLayout, "commitlog_files", lambda self: listed.append(1) or real(self))
+    result, found, summary = problems(run_cli, store, "--jobs", jobs)
+    assert result.code == 0, found
+    assert summary["records"] == 300
+    assert len(listed) <= 6, f"the commitlog directory was listed {len(listed)} times"   # not once a file
+
+
 def test_the_ci_example_script(extracted, tmp_path):
     import subprocess
 
