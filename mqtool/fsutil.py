@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -26,9 +27,7 @@ def open_read(path) -> int:
         if not _NOATIME:
             raise
         fd = os.open(path, flags)
-    import stat
-
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    if not _is_reg(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))
     return fd
@@ -82,15 +81,19 @@ def scandir(directory):
 
 
 def _is_reg(mode: int) -> bool:
-    import stat
-
     return stat.S_ISREG(mode)
 
 
 def _is_dir(mode: int) -> bool:
-    import stat
-
     return stat.S_ISDIR(mode)
+
+
+def is_regular_file(path) -> bool:
+    """A regular file (following links); False for anything else, or what cannot be stat'ed."""
+    try:
+        return _is_reg(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def read_small(path, limit: int = 1 << 20) -> bytes:
@@ -126,7 +129,6 @@ def move_file(source, target, *, before_copy=None) -> None:
     """Move a file durably: rename, or where target is on another file system copy, fsync and
     remove (before_copy(size) is called first, to refuse when the target has no room); then
     fsync both directories, so the move survives a crash either way."""
-    import errno
     import shutil
 
     source, target = Path(source), Path(target)

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import click
 
 from mqtool import fsutil
-from mqtool.config import config_for_store
+from mqtool.config import SIZE_SETTINGS, config_for_store
 from mqtool.errors import UsageError
 from mqtool.layout import StoreLayout, discover
 
@@ -50,8 +50,6 @@ def open_layout(store: str, config_path: str | None, settings, *, must_exist: bo
     """Resolve STORE plus --config/--set into a discovered store layout."""
     overrides = parse_settings(settings)
     config = config_for_store(store, config_path, overrides)
-    from mqtool.config import SIZE_SETTINGS
-
     # a broker.conf gives every size (absent ones are the broker's defaults); --set only its own
     sizes = frozenset(SIZE_SETTINGS) if config_path else frozenset(k for k in overrides if k in SIZE_SETTINGS)
     return discover(config, config_given=bool(config_path), must_exist=must_exist, sizes_given=sizes)

@@ -5,7 +5,7 @@ a space-separated string), body (UTF-8 text) / bodyBase64 / bodyPattern
 {text, size}, properties, bornHost, bornTimestamp, flag, sysFlag,
 reconsumeTimes, delayLevel, compress (ZLIB, LZ4, ZSTD as the 4.9.8 producer
 compresses), transaction (half, prepared, commit, rollback),
-preparedTransactionOffset or preparedTransactionOffsetOf (an earlier line),
+preparedTransactionOffset or preparedTransactionOffsetOf (an earlier half or prepared line),
 cluster (null for none) and, for replays, storeTimestamp and storeHost.
 A spec goes through the broker's handling (brokerprops) before the store
 sees it, so the stored bytes are those a broker would write.
@@ -100,7 +100,7 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
     if "preparedTransactionOffsetOf" in spec:
         ref = spec["preparedTransactionOffsetOf"]
         if not prepared_offsets or ref not in prepared_offsets:
-            raise SpecError(line, f"preparedTransactionOffsetOf {ref}: no earlier stored line {ref}")
+            raise SpecError(line, f"preparedTransactionOffsetOf {ref}: no earlier half or prepared line {ref}")
         prepared = prepared_offsets[ref]
     try:
         return MessageInner(

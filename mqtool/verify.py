@@ -374,8 +374,6 @@ def _check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, record
     """The units of one consume queue file that point into [low, high) of commitlog file cl
     (buf), whose records there are `records` (fastscan.scanned).  Returns how many of them
     were checked by reading the commitlog."""
-    from mqtool.mappedfile import MappedFile
-
     mf = MappedFile(pointer.path, file_size, strict=False)
     schedule = pointer.topic == SCHEDULE_TOPIC
     try:
@@ -761,8 +759,6 @@ def _outside(layout, pointer: Pointers, spans) -> list[Finding]:
     ends = np.array([a + size for a, size in spans], dtype=np.int64)
     shown = _display(layout)(pointer.path)
     if pointer.kind == "cq":
-        from mqtool.mappedfile import MappedFile
-
         mf = MappedFile(pointer.path, layout.consume_queue_file_size(), strict=False)
         try:
             offsets, sizes, _, _, valid = _units(mf)

@@ -419,11 +419,11 @@ def test_an_input_that_can_be_read_only_once_is_stored_as_it_comes(tmp_path, run
     assert result.code == 0 and [p["line"] for p in result.json_lines()] == [1, 2, 3]
 
 
-def test_a_line_naming_a_refused_line_is_not_stored_either(tmp_path, run_cli):
+def test_a_line_naming_a_refused_line_is_not_stored_either(tmp_path, run_cli, monkeypatch):
     spec = tmp_path / "in.jsonl"
     spec.write_text("\n".join(json.dumps(line) for line in [
         {"topic": "T", "queueId": 0, "body": "a"},
-        {"topic": "T" * 128, "queueId": 0, "body": "b"},          # refused by the store
+        {"topic": "T" * 128, "queueId": 0, "body": "b", "transaction": "prepared"},   # refused by the store
         {"topic": "T", "queueId": 0, "body": "c", "transaction": "commit", "preparedTransactionOffsetOf": 1},
     ]) + "\n")
     result = run_cli("append", tmp_path / "s", "--input", spec, "--json")
@@ -431,6 +431,10 @@ def test_a_line_naming_a_refused_line_is_not_stored_either(tmp_path, run_cli):
     puts = result.json_lines()
     assert [p["status"] for p in puts] == ["PUT_OK", "MESSAGE_ILLEGAL", "MESSAGE_ILLEGAL"]
     assert "line was not stored" in puts[2]["remark"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(spec.read_bytes())))   # the same from stdin
+    result = run_cli("append", tmp_path / "s2", "--input", "-", "--json")
+    assert result.code == 1
+    assert [p["status"] for p in result.json_lines()] == ["PUT_OK", "MESSAGE_ILLEGAL", "MESSAGE_ILLEGAL"]
 
 
 def test_input_that_is_not_utf8_or_comes_with_topic_is_a_usage_error(tmp_path, run_cli):

@@ -9,13 +9,11 @@ when a put was not PUT_OK.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 
 import click
 
-from mqtool import options, output, spec as specs
+from mqtool import fsutil, options, output, spec as specs
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
 from mqtool.message import MESSAGE_ILLEGAL, PUT_OK, PutResult
 from mqtool.store import MessageStore
@@ -108,8 +106,9 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
         input_path = "-"
     version = "5" if config.is_5x else "4"
     cluster = config.brokerClusterName
-    checked = input_path not in (None, "-") and _is_regular_file(input_path)
-    if checked:
+    # only a regular file can be read twice (checked, then stored); a pipe, a FIFO or
+    # /dev/stdin is read once, as stdin is
+    if input_path not in (None, "-") and fsutil.is_regular_file(input_path):
         _check_input(input_path, version, cluster, allow_system_topics)
     table = None if as_json else output.TableStream(None, [
         ("#", {"justify": "right"}), ("status", {}), ("topic", {}), ("queue", {"justify": "right"}),
@@ -138,13 +137,14 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
             report(1, engine.put(msg))
         else:
             source = sys.stdin.buffer if input_path == "-" else _open_input(input_path)
-            prepared: dict[int, int] = {}
+            prepared: dict[int, int] = {}   # half/prepared lines stored: their commitlog offsets
+            named: set[int] = set()          # half/prepared lines read, stored or not
             pending = []
 
             def flush_pending():
-                results = engine.put_many([m for _, m in pending])
-                for (number, _), result in zip(pending, results):
-                    if result.ok:
+                results = engine.put_many([m for _, m, _ in pending])
+                for (number, _, referable), result in zip(pending, results):
+                    if result.ok and referable:
                         prepared[number - 1] = result.wrote_offset
                     report(number, result)
                 pending.clear()
@@ -153,15 +153,18 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
                 refers = isinstance(spec, dict) and "preparedTransactionOffsetOf" in spec
                 if refers and pending:
                     flush_pending()
-                if refers and checked and spec["preparedTransactionOffsetOf"] not in prepared:
-                    # a checked line naming an earlier line the store refused: not stored either
+                ref = spec["preparedTransactionOffsetOf"] if refers else None
+                if refers and ref in named and ref not in prepared:
+                    # it names a half/prepared line the store refused: not stored either
                     report(number, PutResult(MESSAGE_ILLEGAL, topic=spec.get("topic"),
                                              queue_id=spec.get("queueId", -1),
-                                             remark=f"preparedTransactionOffsetOf {spec['preparedTransactionOffsetOf']}:"
-                                                    " that line was not stored"))
+                                             remark=f"preparedTransactionOffsetOf {ref}: that line was not stored"))
                     continue
+                referable = _referable(spec)
+                if referable:
+                    named.add(number - 1)
                 pending.append((number, _to_message(spec, number, version, cluster, prepared,
-                                                    allow_system_topics)))
+                                                    allow_system_topics), referable))
                 if len(pending) >= batch:
                     flush_pending()
             flush_pending()
@@ -180,16 +183,15 @@ def _check_input(path, version, cluster, allow_system_topics) -> None:
     with _open_input(path) as source:
         for number, spec in _read_specs(source):
             _to_message(spec, number, version, cluster, earlier, allow_system_topics)
-            earlier[number - 1] = 0
+            if _referable(spec):
+                earlier[number - 1] = 0
 
 
-def _is_regular_file(path) -> bool:
-    """Only a regular file can be read twice (checked, then stored); a pipe, a FIFO or
-    /dev/stdin is read once, as stdin is."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False   # _open_input says why
+def _referable(spec) -> bool:
+    """Only a half or prepared transaction message is named by a later line's
+    preparedTransactionOffsetOf: only those lines are remembered (memory stays flat
+    however many lines come)."""
+    return isinstance(spec, dict) and spec.get("transaction") in ("half", "prepared")
 
 
 def _open_input(path):
