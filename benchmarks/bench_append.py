@@ -36,11 +36,11 @@ import threading
 import time
 from pathlib import Path
 
-from mqtool.combine import Combiner
-from mqtool.config import StoreConfig
+from mqtool.engine.combine import Combiner
+from mqtool.engine.message import MessageInner
+from mqtool.engine.store import MessageStore
 from mqtool.formats.commitlog import record_length
-from mqtool.message import MessageInner
-from mqtool.store import MessageStore
+from mqtool.storage.config import StoreConfig
 
 BODY = bytes(range(256)) * 4     # 1 KiB
 TOPIC = "BenchTopic"

@@ -26,9 +26,9 @@ TOPIC = "LookupTopic"
 
 
 def build(root: Path, keys: int) -> None:
-    from mqtool.config import StoreConfig
-    from mqtool.message import MessageInner
-    from mqtool.store import MessageStore
+    from mqtool.engine.message import MessageInner
+    from mqtool.engine.store import MessageStore
+    from mqtool.storage.config import StoreConfig
 
     config = StoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=1 << 30)
     with MessageStore(config) as store:
@@ -53,8 +53,8 @@ def main() -> int:
         started = time.perf_counter()
         build(root, args.keys)
         print(f"  written in {time.perf_counter() - started:.1f} s")
-    from mqtool.lookup import StoreReader
-    from mqtool.options import open_layout
+    from mqtool.forensics.lookup import StoreReader
+    from mqtool.storage.settings import open_layout
 
     rng = random.Random(1)
     keys = [f"order-{rng.randrange(args.keys)}" for _ in range(args.lookups)]

@@ -49,10 +49,12 @@ def mqtool(*args) -> tuple[float, list[dict]]:
 def in_process_rebuild(root: Path) -> tuple[float, int]:
     """rebuild.rebuild as the command calls it, in this process after a first run has loaded the
     kernels: the best of three (seconds, records)."""
-    from mqtool import heap, options, rebuild
+    from mqtool.cli import heap
+    from mqtool.engine import rebuild
+    from mqtool.storage.settings import open_layout
 
     heap.keep_freed_memory()      # as the mqtool command does at start
-    layout = options.open_layout(str(root), None, ())
+    layout = open_layout(str(root), None, ())
     rebuild.rebuild(layout, with_index=True, keep_old=False)
     best = None
     for _ in range(3):

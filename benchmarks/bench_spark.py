@@ -31,10 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import storegen  # noqa: E402
 from bench_dump import warm  # noqa: E402
 
-from mqtool import pipeline, rebuild, verify  # noqa: E402
+from mqtool.engine import rebuild
+from mqtool.forensics import verify
+from mqtool.pipeline import engines as pipeline
+
+import storegen  # noqa: E402
 
 MB = 1e6
 
@@ -86,7 +89,7 @@ def main(argv=None) -> int:
     wall, result = timed(lambda: local.map(pipeline.count_rows, parts), args.repeat)
     record("local engine", local.cores, wall, sum(n for n, _ in result))
 
-    from mqtool.sparksource import SparkEngine
+    from mqtool.pipeline.sparksource import SparkEngine
 
     started = time.perf_counter()
     spark = SparkEngine.open(master=args.master)

@@ -35,9 +35,9 @@ def parse_size(text: str) -> int:
 
 def build_store(root: Path, size: int) -> None:
     """A store of `size` bytes of commitlog written through MessageStore.put_many."""
-    from mqtool.config import StoreConfig
-    from mqtool.message import MessageInner
-    from mqtool.store import MessageStore
+    from mqtool.engine.message import MessageInner
+    from mqtool.engine.store import MessageStore
+    from mqtool.storage.config import StoreConfig
 
     config = StoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=1 << 30, flushDiskType="ASYNC_FLUSH")
     body = bytes(range(256)) * 4

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mqtool import cli, output
+from mqtool.cli import main as cli
+from mqtool.cli import output
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(os.environ.get("MQTOOL_FIXTURES", REPO.parent / "shared" / "fixtures"))

@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 import json
 
+from mqtool.broker import spec as specs
+from mqtool.engine.clock import ManualClock
+from mqtool.engine.store import MessageStore
+from mqtool.storage.config import StoreConfig
+
 from conftest import expected_read, fixture_dir
-from mqtool.clock import ManualClock
-from mqtool.config import StoreConfig
-from mqtool import spec as specs
-from mqtool.store import MessageStore
 
 HOUR = 3_600_000
 # the fields the broker reports for every record, compared one to one with the rows

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import expected_read, fixture_dir, load_jsonl
-from mqtool.brokerprops import HALF_TOPIC, SCHEDULE_TOPIC, stored_message, stored_properties
+from mqtool.broker.brokerprops import HALF_TOPIC, SCHEDULE_TOPIC, stored_message, stored_properties
 from mqtool.formats.properties import decode_properties
+
+from conftest import expected_read, fixture_dir, load_jsonl
 
 SPEC_FIXTURES = {"basic": "4", "features": "4", "multifile": "4", "crash": "4", "basic5": "5"}
 

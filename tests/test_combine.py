@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mqtool.combine import Combiner
+from mqtool.engine.combine import Combiner
 
 
 def run_threads(target, count):
@@ -96,7 +96,7 @@ def test_a_batch_answered_short_fails_its_callers_instead_of_stranding_them():
 CTRL_C_STORM = textwrap.dedent("""
     import os, random, signal, threading, time
     from collections import Counter
-    from mqtool.combine import Combiner
+    from mqtool.engine.combine import Combiner
 
     runs = Counter()
     def run_batch(items):

@@ -7,9 +7,10 @@ import os
 
 import pytest
 
-from conftest import expected_read, fixture_dir, load_jsonl
-from mqtool.compression import CODECS, compress, compression_flags, decompress, should_compress
+from mqtool.broker.compression import CODECS, compress, compression_flags, decompress, should_compress
 from mqtool.formats import sysflag
+
+from conftest import expected_read, fixture_dir, load_jsonl
 
 
 def spec_body(line) -> bytes:

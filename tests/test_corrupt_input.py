@@ -18,8 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, expected_read
 from mqtool.formats.commitlog import BLANK_MAGIC, MESSAGE_MAGICS
+
+from conftest import REPO, expected_read
 
 MQTOOL = REPO / ".venv" / "bin" / "mqtool"
 PYTHON = REPO / ".venv" / "bin" / "python"

@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from mqtool import store as store_module
-from mqtool.clock import ManualClock
-from mqtool.config import StoreConfig
+from mqtool.engine import store as store_module
+from mqtool.engine.clock import ManualClock
+from mqtool.engine.message import MessageInner
+from mqtool.engine.store import MessageStore
 from mqtool.formats import sysflag
-from mqtool.message import MessageInner
-from mqtool.store import MessageStore
+from mqtool.storage.config import StoreConfig
 
 
 def random_messages(seed: int, count: int, five: bool) -> list[MessageInner]:

@@ -1,4 +1,4 @@
-"""The compiled walk (mqtool/fastscan.py) against the reference walker (mqtool/commitlog.py)."""
+"""The compiled walk (mqtool/native/fastscan.py) against the reference walker (mqtool/storage/commitlog.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import ALL_FIXTURES
-from mqtool import commitlog, fastscan, options
+from mqtool.forensics.verify import kernels
 from mqtool.formats import index as index_format
-from mqtool.commitlog import Problem
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.javastr import index_key_hash, java_hash
 from mqtool.formats.properties import KEYS, UNIQ_KEY, split_keys
+from mqtool.native import fastscan
+from mqtool.storage import commitlog
+from mqtool.storage.commitlog import Problem
+from mqtool.storage.settings import open_layout
+
+from conftest import ALL_FIXTURES
 
 
 def reference(queue):
@@ -47,7 +51,7 @@ def compiled(queue, cap=1 << 12):
 
 @pytest.mark.parametrize("name", list(ALL_FIXTURES))
 def test_kernels_decode_every_record_like_the_reference(name, extracted):
-    layout = options.open_layout(str(extracted(name)), None, ())
+    layout = open_layout(str(extracted(name)), None, ())
     queue = commitlog.open_queue(layout)
     try:
         records = [e for e in reference(queue) if isinstance(e, Record)]
@@ -82,7 +86,7 @@ def test_kernels_decode_every_record_like_the_reference(name, extracted):
 
 
 def test_topics_group_by_hash(extracted):
-    layout = options.open_layout(str(extracted("features")), None, ())
+    layout = open_layout(str(extracted("features")), None, ())
     queue = commitlog.open_queue(layout)
     try:
         seen = {}
@@ -103,7 +107,7 @@ def test_stop_reasons_match_the_reference_on_damage(store_copy):
     data[5855 + 1] ^= 0xFF        # the size field of record #25
     data[9000:9064] = b"\xAB" * 64   # garbage in the middle of another record
     path.write_bytes(bytes(data))
-    layout = options.open_layout(str(store), None, ())
+    layout = open_layout(str(store), None, ())
     queue = commitlog.open_queue(layout)
     try:
         problems = [e for e in reference(queue) if isinstance(e, Problem)]
@@ -120,7 +124,7 @@ def test_stop_reasons_match_the_reference_on_damage(store_copy):
 def _entries(queue, chunked):
     """(kind, offset) for every entry of a walk; chunks expanded into their records."""
     out = []
-    for e in commitlog.walk(queue, chunked=chunked):
+    for e in commitlog.walk(queue, scanner=fastscan if chunked else None):
         if isinstance(e, fastscan.Chunk):
             out.extend(("record", int(o)) for o in e.columns["offset"])
         elif isinstance(e, Record):
@@ -132,7 +136,7 @@ def _entries(queue, chunked):
 
 @pytest.mark.parametrize("name", list(ALL_FIXTURES))
 def test_chunked_walk_yields_the_same_entries(name, extracted):
-    layout = options.open_layout(str(extracted(name)), None, ())
+    layout = open_layout(str(extracted(name)), None, ())
     queue = commitlog.open_queue(layout)
     try:
         assert _entries(queue, True) == _entries(queue, False)
@@ -147,11 +151,11 @@ def test_chunked_walk_on_damage_and_windows(store_copy):
     data[3000:3100] = b"\x5a" * 100
     data[20000:20010] = bytes(10)
     first.write_bytes(bytes(data))
-    layout = options.open_layout(str(store), None, ())
+    layout = open_layout(str(store), None, ())
     queue = commitlog.open_queue(layout)
     try:
         assert _entries(queue, True) == _entries(queue, False)
-        window = [int(o) for e in commitlog.walk(queue, start=65536, end=200000, chunked=True)
+        window = [int(o) for e in commitlog.walk(queue, start=65536, end=200000, scanner=fastscan)
                   if isinstance(e, fastscan.Chunk) for o in e.columns["offset"]]
         reference_window = [e.offset for e in commitlog.walk(queue, start=65536, end=200000)
                             if isinstance(e, Record)]
@@ -163,7 +167,7 @@ def test_chunked_walk_on_damage_and_windows(store_copy):
 # ------------------------------------------- units and entries checked against scanned records
 
 def _scanned_files(queue, cap=100):
-    """For every commitlog file: its buf and fastscan.scanned() of all its records, scanned with
+    """For every commitlog file: its buf and kernels.scanned() of all its records, scanned with
     parse_props in chunks of cap records (damage resynchronised like the reference walker)."""
     out = []
     for mf in queue.files:
@@ -181,7 +185,7 @@ def _scanned_files(queue, cap=100):
             pos = commitlog.resync(mf.buf, pos + 1, mf.file_size, mf.file_from_offset)
             if pos < 0:
                 break
-        out.append((mf, buf, fastscan.scanned(chunks)))
+        out.append((mf, buf, kernels.scanned(chunks)))
     return out
 
 
@@ -197,7 +201,7 @@ def _patch_props(store, pick, byte):
 
 
 def _reference_records(store):
-    layout = options.open_layout(str(store), None, ())
+    layout = open_layout(str(store), None, ())
     queue = commitlog.open_queue(layout)
     try:
         return [e for e in commitlog.walk(queue) if isinstance(e, Record)]
@@ -225,7 +229,7 @@ def _doctored(store_copy):
 @pytest.mark.parametrize("name", ["basic", "features", "multifile", "crash", "basic5", "doctored"])
 def test_scan_parses_the_properties_as_parse_does(name, extracted, store_copy):
     store = _doctored(store_copy) if name == "doctored" else extracted(name)
-    layout = options.open_layout(str(store), None, ())
+    layout = open_layout(str(store), None, ())
     queue = commitlog.open_queue(layout)
     try:
         for mf, buf, chunk, parsed in compiled(queue, cap=100):
@@ -241,12 +245,12 @@ def test_scan_parses_the_properties_as_parse_does(name, extracted, store_copy):
 
 
 def test_topic_hash_is_the_columns(extracted):
-    layout = options.open_layout(str(extracted("features")), None, ())
+    layout = open_layout(str(extracted("features")), None, ())
     queue = commitlog.open_queue(layout)
     try:
         for mf, buf, chunk, parsed in compiled(queue):
             for i in range(chunk.count):
-                assert fastscan.topic_hash(chunk.topic(i)) == int(chunk.columns["topic_hash"][i])
+                assert kernels.topic_hash(chunk.topic(i)) == int(chunk.columns["topic_hash"][i])
     finally:
         queue.close()
 
@@ -256,11 +260,11 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
     """check_units_scanned and check_entries_scanned give check_units' and check_entries' codes
     for every unit and entry of the store, and for wrong ones: pointing inside records, of
     another size, tags code, queue, queue offset or topic, with other key hashes."""
-    from mqtool import verify
-    from mqtool.indexfile import IndexFile
+    from mqtool.forensics import verify
+    from mqtool.storage.indexfile import IndexFile
 
     store = _doctored(store_copy) if name == "doctored" else extracted(name)
-    layout = options.open_layout(str(store), None, ())
+    layout = open_layout(str(store), None, ())
     delays = np.array(layout.config.delay_levels_ms() or [0], dtype=np.int64)
     queue = commitlog.open_queue(layout)
     files = _scanned_files(queue)
@@ -291,9 +295,9 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
                         args = (buf, mf.file_from_offset, mf.file_size, offs[sel], szs[sel], tgs[sel], lgc[sel])
                         schedule = tpc == "SCHEDULE_TOPIC_XXXX"
                         expected = np.empty(len(sel), dtype=np.int64)
-                        fastscan.check_units(*args, np.frombuffer(tpc.encode(), dtype=np.uint8), qid, schedule,
+                        kernels.check_units(*args, np.frombuffer(tpc.encode(), dtype=np.uint8), qid, schedule,
                                              delays, expected)
-                        got, read = fastscan.check_units_scanned(records, *args, tpc, qid, schedule, delays)
+                        got, read = kernels.check_units_scanned(records, *args, tpc, qid, schedule, delays)
                         assert got.tolist() == expected.tolist(), (path, tpc, qid)
                         settled += len(sel) - read
                         unsettled += read
@@ -314,9 +318,9 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
                     sel = np.flatnonzero(where == f)
                     args = (buf, mf.file_from_offset, mf.file_size, ph[sel], hs[sel])
                     expected, expected_ts = np.empty(len(sel), dtype=np.int64), np.empty(len(sel), dtype=np.int64)
-                    fastscan.check_entries(*args, expected_ts, expected)
+                    kernels.check_entries(*args, expected_ts, expected)
                     ts = np.empty(len(sel), dtype=np.int64)
-                    got, read = fastscan.check_entries_scanned(records, *args, ts)
+                    got, read = kernels.check_entries_scanned(records, *args, ts)
                     assert got.tolist() == expected.tolist() and ts.tolist() == expected_ts.tolist(), info.path
                     settled += len(sel) - read
                     unsettled += read
@@ -330,7 +334,7 @@ def test_kernel_cache_goes_where_this_user_can_write(tmp_path):
     """numba refuses cache=True kernels when it can write neither the package's __pycache__ nor
     the user's cache directory (a root-installed venv run by a cron user without a home): then
     mqtool gives it a private directory of this user."""
-    from mqtool.native import cache_dir_for
+    from mqtool.native.jit import cache_dir_for
 
     package = tmp_path / "pkg"
     (package / "__pycache__").mkdir(parents=True)

@@ -20,12 +20,35 @@ from construct import ConstructError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import UNDAMAGED, expected_read, fixture_dir
-from mqtool.formats import checkpoint, commitlog, configjson, consumequeue, filenames, hosts, index
-from mqtool.formats import javastr, msgid, properties, sysflag
-from mqtool.formats.commitlog import (BLANK, BLANK_MAGIC, MAGIC_V1, MAGIC_V2, RECORD, RECORD_HEADER,
-                                      Blank, Record, RecordError, decode_entry, record_length)
+from mqtool.formats import (
+    checkpoint,
+    commitlog,
+    configjson,
+    consumequeue,
+    filenames,
+    hosts,
+    index,
+    javastr,
+    msgid,
+    properties,
+    sysflag,
+)
+from mqtool.formats.commitlog import (
+    BLANK,
+    BLANK_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    RECORD,
+    RECORD_HEADER,
+    Blank,
+    Record,
+    RecordError,
+    decode_entry,
+    record_length,
+)
 from mqtool.formats.crc import body_crc
+
+from conftest import UNDAMAGED, expected_read, fixture_dir
 
 settings.register_profile("mqtool", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("mqtool")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqtool.javamap import JavaHashMap, properties_to_string, spread, string_to_properties, table_size_for
+from mqtool.engine.javamap import JavaHashMap, properties_to_string, spread, string_to_properties, table_size_for
 
 
 def family(n):

@@ -9,16 +9,17 @@ import shutil
 import struct
 
 import pytest
+from test_info_and_layout import age_times, snapshot
 
-from conftest import DAMAGED, UNDAMAGED, expected_read, fixture_dir, load_jsonl
+from mqtool.forensics.lookup import StoreReader
 from mqtool.formats import properties as props
 from mqtool.formats.index import ENTRY_STRUCT, entry_position, index_key
 from mqtool.formats.javastr import index_key_hash
 from mqtool.formats.msgid import encode_offset_msgid
-from mqtool.indexfile import IndexFile
-from mqtool.lookup import StoreReader
-from mqtool.options import open_layout
-from test_info_and_layout import age_times, snapshot
+from mqtool.storage.indexfile import IndexFile
+from mqtool.storage.settings import open_layout
+
+from conftest import DAMAGED, UNDAMAGED, expected_read, fixture_dir, load_jsonl
 
 WITH_QUERIES = ["basic", "features", "multifile", "basic5"]
 FIELDS = [
@@ -140,8 +141,8 @@ def test_every_index_query_of_the_broker_is_answered(name, extracted, run_cli):
 def test_duplicates_left_by_abnormal_recovery_are_listed_once(store_copy, run_cli):
     """The broker's abnormal recovery of `crash` indexes offset 2802723 twice; mqtool's engine
     recovers the same way, and the lookup lists that message once."""
-    from mqtool.config import StoreConfig
-    from mqtool.store import MessageStore
+    from mqtool.engine.store import MessageStore
+    from mqtool.storage.config import StoreConfig
 
     root = store_copy("crash")
     MessageStore(StoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=65536,

@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import exporter
+from mqtool.storage import commitlog
 
 from conftest import UNDAMAGED
 from pipeline_expect import assert_stats_lines, broker_records, expected_stats
-from mqtool import commitlog, exporter, pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,7 +33,7 @@ class Block:
         if name.split(".")[0] in ("pyspark", "py4j", "pyarrow"):
             raise ImportError(f"{name} is blocked for this test")
 sys.meta_path.insert(0, Block())
-from mqtool.cli import run
+from mqtool.cli.main import run
 code = run(sys.argv[1:])
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j", "pyarrow"))
 print("LOADED", loaded, file=sys.stderr)
@@ -63,7 +65,7 @@ def test_other_commands_never_import_spark(extracted):
 
 
 def test_spark_engine_without_java_is_a_usage_error(extracted):
-    code = "import sys; from mqtool.cli import run; sys.exit(run(sys.argv[1:]))"
+    code = "import sys; from mqtool.cli.main import run; sys.exit(run(sys.argv[1:]))"
     result = run_python(code, "stats", extracted("basic"), "--engine", "spark")
     assert result.returncode == 2
     assert "needs Java 17" in result.stderr

@@ -1,4 +1,4 @@
-"""Reclaim (mqtool/reclaim.py, `mqtool clean`): RocketMQ's expiry rules, Kafka-style retention,
+"""Reclaim (mqtool/engine/reclaim.py, `mqtool clean`): RocketMQ's expiry rules, Kafka-style retention,
 staged deletion and undo, on copies of the broker-written fixtures and on stores mqtool writes.
 
 Time never passes by itself here: the hour window and the delete delay read the store's
@@ -18,20 +18,23 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
-from conftest import expected_read
 from test_store_engine import _msg, fixture_config
-from mqtool import commitlog, consumequeue, verify
-from mqtool.clock import ManualClock
-from mqtool.config import apply_settings
-from mqtool.diskusage import DiskUsage, Usage
+
+from mqtool.engine.clock import ManualClock
+from mqtool.engine.diskusage import DiskUsage, Usage
+from mqtool.engine.reclaim import Policy
+from mqtool.engine.store import MessageStore
+from mqtool.forensics import verify
 from mqtool.formats import configjson
 from mqtool.formats.commitlog import Record
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.layout import discover
-from mqtool.reclaim import Policy, queue_min_offset
-from mqtool.store import MessageStore
+from mqtool.storage import commitlog, consumequeue
+from mqtool.storage.config import apply_settings
+from mqtool.storage.consumequeue import queue_min_offset
+from mqtool.storage.layout import discover
+
+from conftest import expected_read
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3600 * 1000
@@ -247,7 +250,7 @@ def test_broker_values_read_as_the_broker_reads_them(store_copy):
     """deleteWhen with a trailing ';' (Java's split drops the empty part), a negative
     fileReservedTime (every file expired), deleteFileBatchMax=0 (the limit is checked after a
     deletion: one file a run)."""
-    from mqtool.reclaim import parse_delete_when
+    from mqtool.engine.reclaim import parse_delete_when
 
     assert parse_delete_when("04;") == [4] and parse_delete_when("03;04;") == [3, 4]
     root = store_copy("multifile")
@@ -653,9 +656,7 @@ def test_clean_stages_then_undo_restores_from_the_command_line(store_copy, run_c
 
 
 def test_dry_run_changes_nothing_and_prints_the_plan(store_copy, run_cli):
-    from test_info_and_layout import snapshot
-
-    from test_info_and_layout import age_times
+    from test_info_and_layout import age_times, snapshot
 
     root = store_copy("crash")
     now = datetime.now().timestamp() * 1000

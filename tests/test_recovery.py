@@ -13,15 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import ALL_FIXTURES, expected_read, fixture_dir
-from mqtool.clock import ManualClock
-from mqtool.config import StoreConfig
-from mqtool.formats.commitlog import RECORD
-from mqtool.store import MessageStore
-from mqtool.storecheckpoint import StoreCheckpoint
 from test_info_and_layout import age_times, snapshot
 from test_lookups import FIELDS, holds_key, queries
+
+from mqtool.engine.clock import ManualClock
+from mqtool.engine.store import MessageStore
+from mqtool.engine.storecheckpoint import StoreCheckpoint
+from mqtool.formats.commitlog import RECORD
+from mqtool.storage.config import StoreConfig
+
+from conftest import ALL_FIXTURES, expected_read, fixture_dir
 
 HERE = Path(__file__).resolve().parent
 SIZES = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=6000",
@@ -149,7 +150,7 @@ def spread_store(root: Path, *, files: int = 6) -> list[int]:
     ts = 1_800_000_000_000
     while len(store.commitlog_queue.files) <= files:
         before = len(store.commitlog_queue.files)
-        from mqtool.message import MessageInner
+        from mqtool.engine.message import MessageInner
 
         result = store.put(MessageInner(topic="Spread", queue_id=0, body=b"x" * 900, properties={"KEYS": "k"},
                                         store_timestamp=ts))

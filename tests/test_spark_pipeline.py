@@ -16,17 +16,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DAMAGED, UNDAMAGED, expected_read
-from pipeline_expect import (assert_row_is_broker_record, assert_stats_lines, broker_records, expected_stats,
-                             fixture_change, fixture_summary, stats_from_records, write_engine_store)
-from mqtool import commitlog, exporter, pipeline
-from mqtool.commitlog import Problem
 from mqtool.formats.commitlog import Blank, Record
+from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import exporter
+from mqtool.storage import commitlog
+from mqtool.storage.commitlog import Problem
+
+from conftest import DAMAGED, UNDAMAGED, expected_read
+from pipeline_expect import (
+    assert_row_is_broker_record,
+    assert_stats_lines,
+    broker_records,
+    expected_stats,
+    fixture_change,
+    fixture_summary,
+    stats_from_records,
+    write_engine_store,
+)
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from mqtool import sparksource
+    from mqtool.pipeline import sparksource
 
     session, created = sparksource.session("local[2]", conf=["spark.sql.shuffle.partitions=4"])
     assert created, "another SparkSession was already active"
@@ -36,7 +47,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def engine(spark):
-    from mqtool.sparksource import SparkEngine
+    from mqtool.pipeline.sparksource import SparkEngine
 
     return SparkEngine(spark)
 
@@ -175,7 +186,7 @@ def test_pushdown_prunes_files_and_records_in_the_reader(extracted):
     """What Spark hands pushFilters, applied to the reader directly."""
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan, StringContains
 
-    from mqtool.sparksource import PushdownCommitLogReader
+    from mqtool.pipeline.sparksource import PushdownCommitLogReader
 
     reader = PushdownCommitLogReader({"path": str(extracted("multifile"))})
     unsupported = StringContains(("keys",), "x")
@@ -392,14 +403,16 @@ def test_rebuild_cq_on_spark_writes_the_files_the_local_engine_writes(name, extr
 
 def test_parts_cut_inside_files_give_the_walk_of_the_whole_store(engine, extracted):
     """Parts much smaller than a file (cut at record boundaries): the same records, in order."""
-    from mqtool import fastscan, options, redispatch
+    from mqtool.engine import redispatch
+    from mqtool.native import fastscan
+    from mqtool.storage.settings import open_layout
 
-    layout = options.open_layout(str(extracted("multifile")), None, ())
+    layout = open_layout(str(extracted("multifile")), None, ())
     queue = commitlog.open_queue(layout)
     try:
         tasks = redispatch.part_tasks(queue, 0, True, True, part_bytes=4096)
         assert len(tasks) > 3 * len(queue.files)
-        whole = [c for c in commitlog.walk(queue, chunked=True, resync_after_damage=False)
+        whole = [c for c in commitlog.walk(queue, scanner=fastscan, resync_after_damage=False)
                  if isinstance(c, fastscan.Chunk)]
     finally:
         queue.close()

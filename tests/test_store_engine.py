@@ -17,15 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_FIXTURES, expected_read, fixture_dir
-from mqtool import commitlog, consumequeue, spec as specs
-from mqtool.clock import ManualClock
-from mqtool.config import StoreConfig
+from mqtool.broker import spec as specs
+from mqtool.engine.clock import ManualClock
+from mqtool.engine.javamap import JavaHashMap
+from mqtool.engine.message import MessageInner
+from mqtool.engine.store import MessageStore
 from mqtool.formats.commitlog import Record
-from mqtool.javamap import JavaHashMap
-from mqtool.layout import discover
-from mqtool.message import MessageInner
-from mqtool.store import MessageStore
+from mqtool.storage import commitlog, consumequeue
+from mqtool.storage.config import StoreConfig
+from mqtool.storage.layout import discover
+
+from conftest import ALL_FIXTURES, expected_read, fixture_dir
 
 REPLAYABLE = ["basic", "features", "multifile", "crash", "basic5"]
 HERE = Path(__file__).resolve().parent
@@ -198,7 +200,7 @@ def test_second_opener_is_refused_while_the_lock_is_held(tmp_path, run_cli):
         holder = textwrap.dedent(f"""
             import sys
             sys.path.insert(0, {str(HERE.parent)!r})
-            from mqtool.config import StoreConfig
+            from mqtool.storage.config import StoreConfig
             from mqtool.store import MessageStore
             from mqtool.errors import RefusedError
             try:
@@ -462,7 +464,7 @@ def test_lone_surrogates_are_stored_as_java_stores_them(tmp_path, run_cli):
 def test_a_sync_append_that_finds_the_disk_full_says_where(tmp_path):
     """Sync-flushed appends are written with pwrite: a full disk is an error naming the file and
     the byte, not a SIGBUS, and the write position stays where the last whole record ended."""
-    from mqtool.mappedfile import MappedFile
+    from mqtool.storage.mappedfile import MappedFile
 
     mf = MappedFile(tmp_path / "00000000000000000000", 4096, create=True)
     mf.append_with_pwrite = True

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UNDAMAGED, expected_read, fixture_dir
 from mqtool.formats import index as index_format
+
+from conftest import UNDAMAGED, expected_read, fixture_dir
 
 
 def problems(run_cli, store, *args):
@@ -223,7 +224,7 @@ def test_a_store_written_by_mqtool_verifies_clean(tmp_path, run_cli):
 def test_each_commitlog_part_opens_only_its_own_file(jobs, tmp_path, run_cli, monkeypatch):
     """A task per part must not list and map the whole commitlog: with thousands of files
     that made verify-crc quadratic (20 s for 773 files of 64 KiB)."""
-    from mqtool.layout import StoreLayout
+    from mqtool.storage.layout import StoreLayout
 
     messages = tmp_path / "m.jsonl"
     messages.write_text("".join(json.dumps({"topic": "T", "queueId": i % 2, "keys": f"k{i}", "body": "x" * 300})
@@ -323,7 +324,9 @@ def test_units_and_entries_pointing_anywhere_are_found_at_their_true_offsets(sto
 def test_segments_parts_and_jobs_find_the_same(store_copy, run_cli, monkeypatch):
     """Units and entries are checked a stretch of records at a time (SEGMENT_BYTES), files cut
     into parts when tasks run in parallel: the findings do not depend on either."""
-    from mqtool import commitlog, verify
+    from mqtool.forensics.verify import commitlog as verify_commitlog
+    from mqtool.native import fastscan
+    from mqtool.storage import commitlog
 
     store = store_copy("multifile")
     want = _damage_pointers(store)
@@ -337,14 +340,14 @@ def test_segments_parts_and_jobs_find_the_same(store_copy, run_cli, monkeypatch)
 
     whole = findings()
     stretches = []
-    check_pointers = verify._check_pointers
-    monkeypatch.setattr(verify, "_check_pointers", lambda *a: stretches.append(a[3:5]) or check_pointers(*a))
+    check_pointers = verify_commitlog._check_pointers
+    monkeypatch.setattr(verify_commitlog, "_check_pointers", lambda *a: stretches.append(a[3:5]) or check_pointers(*a))
     monkeypatch.setattr(commitlog, "CHUNK_RECORDS", 5)      # chunks, and so stretches, of a few records
-    monkeypatch.setattr(verify, "SEGMENT_BYTES", 3000)
+    monkeypatch.setattr(verify_commitlog, "SEGMENT_BYTES", 3000)
     assert findings() == whole
     assert len(stretches) > 5 * len(list((store / "commitlog").iterdir()))
     # parts (the damaged record is not at the edge of one: there its skipped bytes would end with the part)
-    monkeypatch.setattr(commitlog, "PART_BYTES", 8000)
+    monkeypatch.setattr(fastscan, "PART_BYTES", 8000)
     assert findings("--jobs", "2") == whole
 
 

@@ -7,10 +7,10 @@ at once, so the parent knows exactly which puts returned PUT_OK before it killed
 
 import sys
 
-from mqtool.config import StoreConfig
-from mqtool.message import MessageInner
-from mqtool.javamap import JavaHashMap
-from mqtool.store import MessageStore
+from mqtool.engine.javamap import JavaHashMap
+from mqtool.engine.message import MessageInner
+from mqtool.engine.store import MessageStore
+from mqtool.storage.config import StoreConfig
 
 
 def main() -> None:

@@ -14,10 +14,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from mqtool import output, storeinfo
+from mqtool.cli import output
 from mqtool.errors import ProblemsFound
-from mqtool.lookup import Found
-from mqtool.messageview import BODY_FORMATS, message_fields
+from mqtool.forensics import storeinfo
+from mqtool.forensics.lookup import Found
+from mqtool.forensics.messageview import BODY_FORMATS, message_fields
 
 BODY_CUT = 32
 

@@ -1,7 +1,7 @@
 """`mqtool append STORE`: put messages into a store through the embedded engine.
 
 One message from options, or many as JSON lines (the fixtures' spec.jsonl
-shape, see mqtool/spec.py) from a file or stdin.  Each put is reported like a
+shape, see mqtool/broker/spec.py) from a file or stdin.  Each put is reported like a
 producer's send result.  Refused (exit 3) while a broker holds the lock; exit 1
 when a put was not PUT_OK.
 """
@@ -13,10 +13,13 @@ import sys
 
 import click
 
-from mqtool import fsutil, options, output, spec as specs
+from mqtool.broker import spec as specs
+from mqtool.cli import options, output
+from mqtool.engine.message import MESSAGE_ILLEGAL, PUT_OK, PutResult
+from mqtool.engine.store import MessageStore
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
-from mqtool.message import MESSAGE_ILLEGAL, PUT_OK, PutResult
-from mqtool.store import MessageStore
+from mqtool.storage import fsutil
+from mqtool.storage.settings import store_config_for_write
 
 
 def _option_spec(topic, queue, tags, keys, props, body, body_file, born_host, delay_level, flag) -> dict:
@@ -95,7 +98,7 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
     settings = list(settings)
     if flush_type:
         settings.append(f"flushDiskType={'SYNC_FLUSH' if flush_type == 'sync' else 'ASYNC_FLUSH'}")
-    config = options.store_config_for_write(store, config_path, settings)
+    config = store_config_for_write(store, config_path, settings)
     for warning in config.effective_warnings():
         output.note(f"warning: {warning}")
     if topic is not None and input_path is not None:

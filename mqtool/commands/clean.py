@@ -1,4 +1,4 @@
-"""`mqtool clean STORE`: reclaim disk space by RocketMQ's rules (mqtool/reclaim.py), from cron.
+"""`mqtool clean STORE`: reclaim disk space by RocketMQ's rules (mqtool/engine/reclaim.py), from cron.
 
 Opens the store as `append` does (the lock held throughout; exit 3 while a broker
 holds it), runs one reclaim run and explains every decision.  Quiet when there is
@@ -14,12 +14,14 @@ import sys
 import click
 import humanize
 
-from mqtool import options, output, reclaim
-from mqtool.clock import SystemClock
-from mqtool.diskusage import DiskUsage
+from mqtool.cli import options, output
+from mqtool.engine import reclaim
+from mqtool.engine.clock import SystemClock
+from mqtool.engine.diskusage import DiskUsage
+from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound, RefusedError, UsageError
-from mqtool.layout import discover
-from mqtool.store import MessageStore
+from mqtool.storage.layout import discover
+from mqtool.storage.settings import store_config_for_write
 
 SHOWN_LINES = 20   # queue and consumer-group lines in text output before "... and N more"
 
@@ -103,7 +105,7 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
         delete_delay_ms=parse_duration(delete_delay, "--delete-delay"), dry_run=dry_run)
     if undo and (force or ignore_window or max_files or retention_bytes is not None or policy.retention_ms is not None):
         raise UsageError("--undo puts staged files back; it takes no clean options (only --dry-run and --json)")
-    config = options.store_config_for_write(store, config_path, settings)
+    config = store_config_for_write(store, config_path, settings)
     layout = discover(config, config_given=True, must_exist=True)
     reclaim.parse_delete_when(config.deleteWhen)   # a bad deleteWhen is a usage error before anything happens
     for warning in config.effective_warnings() + reclaim.Levels.from_config(config).notes:

@@ -9,67 +9,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-
 from rich.markup import escape
 
-from mqtool import commitlog, consumequeue, dispatchrequest, metafiles, options, output, storeinfo
-from mqtool.commitlog import EndOfData, Problem
+from mqtool.cli import options, output
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
+from mqtool.forensics import dumpwalk, storeinfo
+from mqtool.forensics.dumpwalk import Tally, relative_paths
+from mqtool.forensics.filters import Filters
+from mqtool.forensics.messageview import BODY_FORMATS, message_fields
 from mqtool.formats import index as index_format
-from mqtool.formats.commitlog import Blank, Record
-from mqtool.formats.consumequeue import is_valid_unit
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.indexfile import IndexFile
-from mqtool.mappedfilequeue import MappedFileQueue
-from mqtool.messageview import BODY_FORMATS, message_fields
+from mqtool.storage import commitlog, consumequeue, dispatchrequest, metafiles
+from mqtool.storage.commitlog import Problem
+from mqtool.storage.indexfile import IndexFile
+from mqtool.storage.mappedfilequeue import MappedFileQueue
+from mqtool.storage.settings import open_layout, parse_settings
 
 KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
 BODY_CUT = 48
-PROGRESS_STEP = 1 << 20  # bytes of commitlog between progress-bar updates
-
-
-class Filters:
-    def __init__(self, topics, queues, offset_from, offset_to, queue_offset_from, queue_offset_to,
-                 since, until, limit):
-        self.topics = set(topics) if topics else None
-        self.queues = set(queues) if queues else None
-        self.offset_from = offset_from
-        self.offset_to = offset_to
-        self.queue_offset_from = queue_offset_from
-        self.queue_offset_to = queue_offset_to
-        self.since = options.parse_time(since, "--since")
-        self.until = options.parse_time(until, "--until")
-        self.limit = limit
-        self.shown = 0
-
-    def offset_ok(self, offset: int) -> bool:
-        return ((self.offset_from is None or offset >= self.offset_from)
-                and (self.offset_to is None or offset < self.offset_to))
-
-    def time_ok(self, millis: int) -> bool:
-        return (self.since is None or millis >= self.since) and (self.until is None or millis < self.until)
-
-    def queue_ok(self, topic: str, queue_id: int) -> bool:
-        return (self.topics is None or topic in self.topics) and (self.queues is None or queue_id in self.queues)
-
-    def queue_offset_ok(self, q: int) -> bool:
-        return ((self.queue_offset_from is None or q >= self.queue_offset_from)
-                and (self.queue_offset_to is None or q < self.queue_offset_to))
-
-    def full(self) -> bool:
-        return self.limit is not None and self.shown >= self.limit
-
-
-def _rel(layout_root: Path | None):
-    def display(path) -> str:
-        path = Path(path)
-        if layout_root is not None:
-            try:
-                return str(path.relative_to(layout_root))
-            except ValueError:
-                pass
-        return str(path)
-    return display
 
 
 def _infer_kind(path: Path) -> str:
@@ -115,84 +72,75 @@ def cli(target, kind, config_path, settings, as_json, topics, queues, offset_fro
     STORE is a store directory (then KIND is required) or one file of a store (KIND is
     inferred from its place, or given).
     """
-    filters = Filters(topics, queues, offset_from, offset_to, queue_offset_from, queue_offset_to,
-                      since, until, limit)
+    filters = Filters.from_options(topics, queues, since, until, offset_from, offset_to, queue_offset_from,
+                                   queue_offset_to)
     path = Path(target)
     body = None if no_body else (body_format or ("base64" if as_json else "text"))
     ctx = {"json": as_json, "body": body, "crc": not no_crc, "progress": progress, "slots": slots,
-           "first_problem": None}
+           "tally": Tally(limit)}
     if path.is_file():
         kind = kind or _infer_kind(path)
-        problems = _dump_file(path, kind, config_path, settings, filters, ctx)
+        _dump_file(path, kind, config_path, settings, filters, ctx)
     else:
         if kind is None:
             if not path.exists():
                 raise NotAStoreError("no such store directory or file", path=path)
             raise UsageError("give KIND after STORE: " + ", ".join(KINDS))
-        layout = options.open_layout(target, config_path, settings)
-        problems = _dump_store(layout, kind, filters, ctx)
+        layout = open_layout(target, config_path, settings)
+        _dump_store(layout, kind, filters, ctx)
+    problems = ctx["tally"].problems
     if problems:
-        where, offset, what = ctx["first_problem"] or (None, None, None)
+        where, offset, what = ctx["tally"].first_problem or (None, None, None)
         first = f"{what} ({problems} problem(s) found; see the entries marked above)" if what else \
             f"{problems} problem(s) found; see the entries marked above"
         raise ProblemsFound(first, path=where, offset=offset)
 
 
-def _first_problem(ctx, path, offset, kind) -> None:
-    """Remember where the first problem is: the error line on stderr names it."""
-    if ctx["first_problem"] is None:
-        ctx["first_problem"] = (str(path), offset, kind)
-
-
-def _dump_store(layout, kind, filters, ctx) -> int:
-    display = _rel(layout.root)
+def _dump_store(layout, kind, filters, ctx) -> None:
+    display = relative_paths(layout.root)
+    tally = ctx["tally"]
     if kind == "commitlog":
         queue = commitlog.open_queue(layout)
         with queue:
-            return _dump_commitlog(queue, layout.config.delay_levels_ms(), filters, ctx, display)
-    if kind == "consumequeue":
-        problems = 0
+            _dump_commitlog(queue, layout.config.delay_levels_ms(), filters, ctx, display)
+    elif kind == "consumequeue":
         table = None if ctx["json"] else _cq_table()
-        for cq in consumequeue.open_all(layout, topics=filters.topics, queue_ids=filters.queues):
+        for cq in consumequeue.open_all(layout, topics=filters.topics, queue_ids=filters.queue_ids):
             try:
-                problems += _dump_cq(cq, filters, ctx, display, table)
+                _dump_cq(cq, filters, ctx, display, table)
             finally:
                 cq.close()
-            if filters.full():
+            if tally.full():
                 break
         if table:
             table.flush()
-        return problems
-    if kind == "index":
+    elif kind == "index":
         slots, entries = layout.index_geometry()
-        problems = 0
         for info in layout.index_files():
-            if filters.full():
+            if tally.full():
                 break
-            problems += _dump_index(info.path, slots, entries, filters, ctx, display)
-        return problems
-    if kind == "checkpoint":
-        return _dump_checkpoint(layout.checkpoint_path, ctx, display)
-    if kind == "config":
-        problems = 0
+            _dump_index(info.path, slots, entries, filters, ctx, display)
+    elif kind == "checkpoint":
+        _dump_checkpoint(layout.checkpoint_path, ctx, display)
+    elif kind == "config":
         for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
             path = layout.config_dir / name
             if path.exists():
-                problems += _dump_config(path, ctx, display)
-        return problems
-    raise UsageError(f"unknown kind {kind}")
+                _dump_config(path, ctx, display)
+    else:
+        raise UsageError(f"unknown kind {kind}")
 
 
-def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> int:
-    display = _rel(None)
+def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> None:
+    display = relative_paths(None)
     if kind == "commitlog":
         queue = MappedFileQueue([path], path.stat().st_size, strict=False)
         with queue:
-            from mqtool.config import config_for_store
+            from mqtool.storage.config import config_for_store
 
-            config = config_for_store(None, config_path, options.parse_settings(settings))
-            return _dump_commitlog(queue, config.delay_levels_ms(), filters, ctx, display)
-    if kind == "consumequeue":
+            config = config_for_store(None, config_path, parse_settings(settings))
+            _dump_commitlog(queue, config.delay_levels_ms(), filters, ctx, display)
+    elif kind == "consumequeue":
         topic, queue_id = path.parent.parent.name, int(path.parent.name) if path.parent.name.isdigit() else -1
         cq = consumequeue.ConsumeQueue(topic, queue_id, path.parent, path.stat().st_size)
         # only this one file
@@ -200,16 +148,15 @@ def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> int:
         cq.files = MappedFileQueue([path], path.stat().st_size, strict=False)
         table = None if ctx["json"] else _cq_table()
         try:
-            problems = _dump_cq(cq, filters, ctx, display, table)
+            _dump_cq(cq, filters, ctx, display, table)
         finally:
             cq.close()
         if table:
             table.flush()
-        return problems
-    if kind == "index":
-        from mqtool.config import config_for_store
+    elif kind == "index":
+        from mqtool.storage.config import config_for_store
 
-        config = config_for_store(None, config_path, options.parse_settings(settings))
+        config = config_for_store(None, config_path, parse_settings(settings))
         if config_path or settings:
             slots, entries = config.maxHashSlotNum, config.maxIndexNum
         else:
@@ -219,12 +166,13 @@ def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> int:
                 raise UsageError(f"{path}: cannot infer maxHashSlotNum/maxIndexNum from {size} bytes; "
                                  "use --config or --set maxHashSlotNum=.. --set maxIndexNum=..")
             entries = 4 * slots
-        return _dump_index(path, slots, entries, filters, ctx, display)
-    if kind == "checkpoint":
-        return _dump_checkpoint(path, ctx, display)
-    if kind == "config":
-        return _dump_config(path, ctx, display)
-    raise UsageError(f"unknown kind {kind}")
+        _dump_index(path, slots, entries, filters, ctx, display)
+    elif kind == "checkpoint":
+        _dump_checkpoint(path, ctx, display)
+    elif kind == "config":
+        _dump_config(path, ctx, display)
+    else:
+        raise UsageError(f"unknown kind {kind}")
 
 
 # ----------------------------------------------------------------- commitlog
@@ -237,67 +185,35 @@ def _cl_table():
         ("check", {})])
 
 
-def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
-    problems = 0
-    counts = {"records": 0, "blanks": 0, "problems": 0, "shown": 0}
+def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> None:
+    tally = ctx["tally"]
+    records, blanks, problems = tally.records, tally.blanks, tally.problems   # this walk's counts are the rise
     table = None if ctx["json"] else _cl_table()
     total = sum(mf.file_size for mf in queue.files)
-    last_end = None
-    for lp in queue.problems[:1]:  # the walk yields these first
-        _first_problem(ctx, display(lp.path), None, lp.kind)
-    files = _FileOf(queue, display)
-    stopped = None   # where --limit ended the walk (the rest of the log was not read)
     with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar:
-        next_update = 0
-        for entry in commitlog.walk(queue, start=filters.offset_from, end=filters.offset_to,
-                                    check_crc=ctx["crc"], path_display=display):
-            if isinstance(entry, Record):
-                counts["records"] += 1
-                last_end = entry.offset + entry.total_size
-                mf = files.at(entry.offset)
-                if entry.offset >= next_update:  # move the bar every PROGRESS_STEP bytes, not every record
-                    bar.update(entry.offset - queue.min_offset)
-                    next_update = entry.offset + PROGRESS_STEP
-                found = commitlog.record_problems(entry, ctx["crc"])
-                if found:
-                    problems += len(found)
-                    counts["problems"] += len(found)
-                    if mf is not None:
-                        _first_problem(ctx, files.path, entry.offset - files.start, found[0][0])
-                if not (filters.time_ok(entry.store_timestamp)
-                        and filters.queue_ok(entry.topic, entry.queue_id)
-                        and filters.queue_offset_ok(entry.queue_offset)):
-                    continue
-                filters.shown += 1
-                counts["shown"] += 1
-                _emit_record(entry, found, delay_levels, ctx, files, table)
-                if filters.full():
-                    stopped = entry.offset + entry.total_size
-                    break
-            elif isinstance(entry, Blank):
-                counts["blanks"] += 1
-                last_end = entry.offset + entry.total_size
-                if ctx["json"] and not filters.full():
-                    files.at(entry.offset)
-                    output.emit_json({"type": "blank", "file": files.path,
-                                      "fileOffset": entry.offset - files.start,
+        for event in dumpwalk.walk_commitlog(queue, filters, tally, check_crc=ctx["crc"], display=display,
+                                             on_progress=bar.update):
+            what, entry = event[0], event[1]
+            if what == "record":
+                _emit_record(entry, event[2], delay_levels, ctx, event[3], table)
+            elif what == "blank":
+                files = event[2]
+                if ctx["json"] and not tally.full():
+                    output.emit_json({"type": "blank", "file": files.path, "fileOffset": entry.offset - files.start,
                                       "offset": entry.offset, "size": entry.total_size})
-            elif isinstance(entry, Problem):
-                problems += 1
-                counts["problems"] += 1
-                _first_problem(ctx, entry.path, entry.file_offset, entry.kind)
+            elif what == "problem":
                 if ctx["json"]:
                     output.emit_json(entry.to_json())
                 else:
                     table.add(entry.offset, entry.skipped or "", "", "", "", "", "", "",
                               entry.message, f"[{entry.kind}]")
-            elif isinstance(entry, EndOfData):
-                last_end = entry.offset
-                if ctx["json"]:
-                    output.emit_json({"type": "end", "file": entry.path, "offset": entry.offset})
-    summary = {"type": "summary", "kind": "commitlog", "records": counts["records"],
-               "blanks": counts["blanks"], "problems": counts["problems"], "shown": counts["shown"],
-               "endOffset": last_end, "complete": stopped is None}
+            elif ctx["json"]:   # the end of the data
+                output.emit_json({"type": "end", "file": entry.path, "offset": entry.offset})
+    counts = {"records": tally.records - records, "blanks": tally.blanks - blanks,
+              "problems": tally.problems - problems}
+    stopped = tally.stopped_at
+    summary = {"type": "summary", "kind": "commitlog", **counts, "shown": tally.shown,
+               "endOffset": tally.end_offset, "complete": stopped is None}
     if stopped is not None:
         summary["stoppedAt"] = stopped
     if ctx["json"]:
@@ -305,39 +221,9 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> int:
     else:
         table.flush()
         where = (f"stopped at offset {stopped} (--limit); the rest was not read" if stopped is not None
-                 else f"data ends at offset {last_end}")
+                 else f"data ends at offset {tally.end_offset}")
         output.note(f"{counts['records']} records, {counts['blanks']} blanks, "
                     f"{counts['problems']} problems; {where}")
-    return problems
-
-
-class _FileOf:
-    """queue.find_by_offset with the file's display path, looked up once per file, not per record.
-
-    After at(offset): mf is the file (None outside the queue), path its display path
-    (None outside) and start its first offset (0 outside).  The last answer is reused
-    only while the files tile the offsets exactly (no load problems): then it is the
-    only file that can hold the offset.
-    """
-
-    def __init__(self, queue, display):
-        self.queue = queue
-        self.display = display
-        self.reuse = not queue.problems
-        self.mf = None
-        self.path = None
-        self.start = 0
-        self.end = 0
-
-    def at(self, offset: int):
-        if not (self.reuse and self.mf is not None and self.start <= offset < self.end):
-            self.mf = self.queue.find_by_offset(offset)
-            if self.mf is None:
-                self.path, self.start, self.end = None, 0, 0
-            else:
-                self.path = self.display(self.mf.path)
-                self.start, self.end = self.mf.file_from_offset, self.mf.file_end_offset
-        return self.mf
 
 
 def _emit_record(record, found, delay_levels, ctx, files, table) -> None:
@@ -371,29 +257,12 @@ def _cq_table():
         ("tagsCode", {"justify": "right"}), ("check", {})])
 
 
-def _dump_cq(cq, filters, ctx, display, table) -> int:
-    problems = 0
-    for lp in cq.files.problems:
-        problems += 1
-        _first_problem(ctx, display(lp.path), None, lp.kind)
-        _emit_problem(Problem(lp.kind, display(lp.path), 0, lp.offset or 0, lp.message), ctx, table)
-    ended = False
-    for unit in cq.units(filters.queue_offset_from or 0, filters.queue_offset_to, stop_at_invalid=False):
-        valid = is_valid_unit(unit.commitlog_offset, unit.size)
-        check = "ok"
-        if not valid:
-            check = "invalid"
-            ended = True
-        elif ended:
-            check = "after-invalid"
-        if check != "ok":
-            problems += 1
-            _first_problem(ctx, display(unit.path), unit.file_offset, f"{check} unit")
-        if filters.full():
+def _dump_cq(cq, filters, ctx, display, table) -> None:
+    for event in dumpwalk.walk_queue(cq, filters, ctx["tally"], display):
+        if event[0] == "problem":
+            _emit_problem(event[1], ctx, table)
             continue
-        if not filters.offset_ok(unit.commitlog_offset):
-            continue
-        filters.shown += 1
+        unit, check = event[1], event[2]
         if ctx["json"]:
             output.emit_json({"type": "cq_unit", "topic": unit.topic, "queueId": unit.queue_id,
                               "offset": unit.queue_offset, "commitLogOffset": unit.commitlog_offset,
@@ -403,7 +272,6 @@ def _dump_cq(cq, filters, ctx, display, table) -> int:
         else:
             table.add(unit.topic, unit.queue_id, unit.queue_offset, unit.commitlog_offset, unit.size,
                       unit.tags_code, check)
-    return problems
 
 
 def _emit_problem(problem: Problem, ctx, table) -> None:
@@ -417,20 +285,21 @@ def _emit_problem(problem: Problem, ctx, table) -> None:
 
 # ---------------------------------------------------------------------- index
 
-def _dump_index(path, slots, entries, filters, ctx, display) -> int:
-    problems = 0
+def _dump_index(path, slots, entries, filters, ctx, display) -> None:
+    tally = ctx["tally"]
     try:
         ix = IndexFile(path, slots, entries)
     except NotAStoreError as exc:
         _emit_problem(Problem("bad-index-file", display(path), exc.offset or 0, 0, exc.message), ctx, None)
-        _first_problem(ctx, display(path), exc.offset, "bad-index-file")
-        return 1
+        tally.problems += 1
+        tally.note_problem(display(path), exc.offset, "bad-index-file")
+        return
     try:
         header = ix.header()
         size_note = None
         if not ix.size_ok:
-            problems += 1
-            _first_problem(ctx, display(path), None, "bad-file-size")
+            tally.problems += 1
+            tally.note_problem(display(path), None, "bad-file-size")
             size_note = f"file is {ix.size} bytes, expected {ix.expected_size}"
         if ctx["json"]:
             line = {"type": "index_header", "file": display(path), "size": ix.size,
@@ -449,13 +318,7 @@ def _dump_index(path, slots, entries, filters, ctx, display) -> int:
             ("entry", {"justify": "right"}), ("keyHash", {"justify": "right"}),
             ("slot", {"justify": "right"}), ("commitlog offset", {"justify": "right"}),
             ("time", {}), ("prev", {"justify": "right"})])
-        for entry in ix.entries():
-            if filters.full():
-                break
-            time_ms = header.begin_timestamp + entry.time_diff * 1000
-            if not filters.offset_ok(entry.phy_offset) or not filters.time_ok(time_ms):
-                continue
-            filters.shown += 1
+        for entry, time_ms in dumpwalk.index_entries(ix, header, filters, tally):
             slot = entry.key_hash % slots if entry.key_hash >= 0 else None
             if ctx["json"]:
                 output.emit_json({"type": "index_entry", "file": display(path), "entry": entry.number,
@@ -479,18 +342,16 @@ def _dump_index(path, slots, entries, filters, ctx, display) -> int:
                     output.stdout().print(f"  slot {number} -> entry {value}", highlight=False)
     finally:
         ix.close()
-    return problems
 
 
 # ----------------------------------------------------------------- small files
 
-def _dump_checkpoint(path, ctx, display) -> int:
+def _dump_checkpoint(path, ctx, display) -> None:
     cp = metafiles.read_checkpoint(path)
-    problems = 0
     line = {"type": "checkpoint", "file": display(path), **cp}
     if cp["fileSize"] != 4096:
-        problems += 1
-        _first_problem(ctx, display(path), None, "bad-file-size")
+        ctx["tally"].problems += 1
+        ctx["tally"].note_problem(display(path), None, "bad-file-size")
         line["problem"] = f"checkpoint is {cp['fileSize']} bytes, expected 4096"
     for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"):
         line[name + "Iso"] = storeinfo.iso(cp[name])
@@ -503,10 +364,9 @@ def _dump_checkpoint(path, ctx, display) -> int:
                      "masterFlushedOffset", "confirmPhyOffset", "fileSize"):
             table.add(name, cp[name], line.get(name + "Iso") or "")
         table.flush()
-    return problems
 
 
-def _dump_config(path, ctx, display) -> int:
+def _dump_config(path, ctx, display) -> None:
     doc = metafiles.read_config_json(path)
     if ctx["json"]:
         output.emit_json({"type": "config", "file": display(path), "content": _jsonable(doc)})
@@ -516,7 +376,6 @@ def _dump_config(path, ctx, display) -> int:
         output.stdout().print(f"[bold]{escape(display(path))}[/bold]", highlight=False)
         output.stdout().print(json.dumps(_jsonable(doc), indent=2, ensure_ascii=False), highlight=False,
                               markup=False)
-    return 0
 
 
 def _jsonable(value):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mqtool import pipeline
+from mqtool.pipeline import engines as pipeline
 
 ENGINES = ("local", "spark")
 

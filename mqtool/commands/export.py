@@ -14,9 +14,12 @@ from pathlib import Path
 
 import click
 
-from mqtool import exporter, options, output, pipeline
+from mqtool.cli import options, output
 from mqtool.commands import engineopts
 from mqtool.errors import RefusedError, UsageError
+from mqtool.forensics.filters import Filters
+from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import exporter
 
 
 @click.command("export")
@@ -38,7 +41,7 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
     all of them go into one output, each with its broker name.
     """
     found = pipeline.find_stores(stores, config_path, settings)
-    filters = pipeline.cli_filters(topics, since, until)
+    filters = Filters.from_options(topics, since=since, until=until)
     target = Path(out).absolute()
     _check_target(target, found, overwrite)
     if fmt == "parquet" and engine == "local":
@@ -52,7 +55,7 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
         if engine == "spark":
             if target.is_dir() and not any(target.iterdir()):
                 target.rmdir()  # Spark refuses an existing directory unless it overwrites
-            counts = exporter.spark_export(runner, found, str(target), fmt, with_body, filters, overwrite)
+            counts = runner.export(found, str(target), fmt, with_body, filters, overwrite)
         else:
             if target.exists():
                 shutil.rmtree(target)

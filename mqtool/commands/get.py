@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import click
 
-from mqtool import options
+from mqtool.cli import options
 from mqtool.commands import _show
 from mqtool.commands._show import plural
 from mqtool.errors import UsageError
-from mqtool.lookup import Found, StoreReader
+from mqtool.forensics.lookup import Found, StoreReader
+from mqtool.storage.settings import open_layout
 
 
 @click.command("get")
@@ -32,7 +33,7 @@ from mqtool.lookup import Found, StoreReader
 @_show.body_options
 def cli(store, topic, queue_id, queue_offset, count, config_path, settings, as_json, body_format, no_body):
     """Messages at queue offsets N, N+1, ... of queue --queue of topic --topic."""
-    layout = options.open_layout(store, config_path, settings)
+    layout = open_layout(store, config_path, settings)
     with StoreReader(layout) as reader:
         result = reader.get(topic, queue_id, queue_offset, count)
         name = f"{topic}/{queue_id}"

@@ -12,8 +12,10 @@ import click
 import humanize
 from rich.markup import escape
 
-from mqtool import options, output, storeinfo
+from mqtool.cli import options, output
 from mqtool.errors import ProblemsFound
+from mqtool.forensics import storeinfo
+from mqtool.storage.settings import open_layout
 
 
 def _time(millis):
@@ -35,7 +37,7 @@ def _ago(millis) -> str:
 @options.json_option
 def cli(store, config_path, settings, as_json):
     """Files and sizes per kind, offsets, queues, checkpoint times, shutdown state and lock."""
-    layout = options.open_layout(store, config_path, settings)
+    layout = open_layout(store, config_path, settings)
     info = storeinfo.gather(layout)
     if as_json:
         output.emit_json(info)

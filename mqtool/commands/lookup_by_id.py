@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import click
 
-from mqtool import options, output
+from mqtool.cli import options, output
 from mqtool.commands import _show
 from mqtool.commands._show import plural
 from mqtool.errors import UsageError
+from mqtool.forensics.lookup import StoreReader
 from mqtool.formats.commitlog import Record
 from mqtool.formats.msgid import decode_offset_msgid
-from mqtool.lookup import StoreReader
+from mqtool.storage.settings import open_layout
 
 
 @click.command("lookup-by-id")
@@ -44,7 +45,7 @@ def cli(store, msgid, uniq, topic, config_path, settings, as_json, body_format, 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     msgid = msgid.strip().upper()
-    layout = options.open_layout(store, config_path, settings)
+    layout = open_layout(store, config_path, settings)
     show = _show.MessageOutput(msgid, as_json, body_format, no_body, detail=True)
     notes: list[str] = []
     with StoreReader(layout) as reader:

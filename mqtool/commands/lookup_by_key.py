@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import click
 
-from mqtool import options, output
+from mqtool.cli import options, output
 from mqtool.commands import _show
 from mqtool.commands._show import plural
 from mqtool.errors import ProblemsFound, UsageError
-from mqtool.lookup import LONG_MAX, MAX_MSGS_NUM_BATCH, StoreReader
+from mqtool.forensics.lookup import LONG_MAX, MAX_MSGS_NUM_BATCH, StoreReader
+from mqtool.storage.settings import open_layout, parse_time
 
 
 def time_window(begin: str | None, end: str | None) -> tuple[int, int]:
-    first = options.parse_time(begin, "--begin")
-    last = options.parse_time(end, "--end")
+    first = parse_time(begin, "--begin")
+    last = parse_time(end, "--end")
     first = 0 if first is None else first
     last = LONG_MAX if last is None else last
     if first > last:
@@ -62,7 +63,7 @@ def cli(store, key, topic, begin, end, max_num, scan, config_path, settings, as_
     found twice is listed once.
     """
     first, last = time_window(begin, end)
-    layout = options.open_layout(store, config_path, settings)
+    layout = open_layout(store, config_path, settings)
     with StoreReader(layout) as reader:
         if scan:
             total = sum(mf.file_size for mf in reader.commitlog.files)

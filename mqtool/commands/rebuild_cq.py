@@ -6,10 +6,12 @@ import os
 
 import click
 
-from mqtool import options, output, pipeline
+from mqtool.cli import options, output
 from mqtool.commands import engineopts
-from mqtool.layout import discover
-from mqtool.store import lock_store
+from mqtool.engine.store import lock_store
+from mqtool.pipeline import engines as pipeline
+from mqtool.storage.layout import discover
+from mqtool.storage.settings import store_config_for_write
 
 
 @click.command("rebuild-cq")
@@ -35,11 +37,11 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
     With --engine spark the commitlog is read, checked and parsed by Spark tasks (which must see
     the store at the same path); the files are written here, the same bytes as --engine local.
     """
-    from mqtool import rebuild   # here: numba loads only for the commands that need it
+    from mqtool.engine import rebuild
 
     if with_index and topics:
         raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
-    config = options.store_config_for_write(store, config_path, settings)
+    config = store_config_for_write(store, config_path, settings)
     layout = discover(config, config_given=True)
     if engine == "local" and (master or spark_conf):
         raise click.UsageError("--master and --spark-conf need --engine spark")

@@ -1,6 +1,6 @@
 """`mqtool recover STORE`: a broker's recovery, run by an operator, with a plan and a quarantine.
 
-The recovery is the store's own (mqtool/recovery.py, what `append` runs on
+The recovery is the store's own (mqtool/engine/recovery.py, what `append` runs on
 open); the command adds the operator's safety: --dry-run shows the plan and
 changes nothing, every cut byte and removed file is kept in the quarantine
 first, and a clean close leaves a store a broker opens without recovering.
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import click
 
-from mqtool import options, output
+from mqtool.cli import options, output
+from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound
-from mqtool.layout import discover
-from mqtool.store import MessageStore
+from mqtool.storage.layout import discover
+from mqtool.storage.settings import store_config_for_write
 
 
 @click.command("recover")
@@ -35,7 +36,7 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     it kept in the quarantine first.  Refused (exit 3) while a broker holds the lock; the lock
     is held while recovering.
     """
-    config = options.store_config_for_write(store, config_path, settings)
+    config = store_config_for_write(store, config_path, settings)
     discover(config, config_given=True, must_exist=True)   # recover never creates a store
     engine = MessageStore(config, quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
                           start_services=False)

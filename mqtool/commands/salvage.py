@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from mqtool import options, output
+from mqtool.cli import options, output
+from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound, RefusedError, UsageError
-from mqtool.store import MessageStore
+from mqtool.storage.settings import open_layout, store_config_for_write
 
 
 @click.command("salvage")
@@ -25,16 +26,16 @@ def cli(store, out, config_path, settings, as_json, progress):
     says otherwise; queue offsets are numbered again (no holes).  STORE is only read.
     Exit 1 when anything had to be skipped.
     """
-    from mqtool import rebuild   # here: numba loads only for the commands that need it
+    from mqtool.engine import rebuild
 
     target = Path(out).resolve()
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"{out}: OUT must be a new or empty directory")
-    source = options.open_layout(store, config_path, settings)
+    source = open_layout(store, config_path, settings)
     root = source.root.resolve()
     if target == root or root in target.parents or target in root.parents:
         raise RefusedError("OUT overlaps STORE, which salvage only reads", path=target)
-    config = options.store_config_for_write(store, config_path, settings).replace(storePathRootDir=str(target),
+    config = store_config_for_write(store, config_path, settings).replace(storePathRootDir=str(target),
                                                                                    storePathCommitLog=None,
                                                                                    readOnlyCommitLogStorePaths=None)
     total = sum(f.size for f in source.commitlog_files())

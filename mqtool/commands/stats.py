@@ -12,9 +12,13 @@ import functools
 import click
 import humanize
 
-from mqtool import options, output, pipeline, storeinfo, storestats
+from mqtool.cli import options, output
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound
+from mqtool.forensics import storeinfo
+from mqtool.forensics.filters import Filters
+from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import storestats
 
 
 @click.command("stats")
@@ -32,7 +36,7 @@ def cli(stores, config_path, settings, as_json, topics, since, until, engine, jo
     stores are summed up together, each under its broker name.
     """
     found = pipeline.find_stores(stores, config_path, settings)
-    filters = pipeline.cli_filters(topics, since, until)
+    filters = Filters.from_options(topics, since=since, until=until)
     runner = engineopts.open_engine(engine, jobs, master, spark_conf)
     try:
         parts = pipeline.commitlog_parts(found, filters)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import click
 
-from mqtool import options, output, pipeline
+from mqtool.cli import options, output
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
+from mqtool.pipeline import engines as pipeline
+from mqtool.storage.settings import open_layout
 
 SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
 
@@ -32,14 +34,14 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     With --engine spark every file part is a Spark task; the executors must see the store at
     the same path (one machine with local[N], or a shared file system).
     """
-    from mqtool import verify   # here: numba loads only for the commands that need it
+    from mqtool.forensics import verify
 
     scopes = verify.SCOPES if "all" in scope else tuple(s for s in verify.SCOPES if s in scope)
     if not scopes:
         raise UsageError("--scope: nothing to check")
     if engine == "spark" and jobs != 1:
         raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
-    layout = options.open_layout(store, config_path, settings)
+    layout = open_layout(store, config_path, settings)
     table = None if as_json else output.TableStream("problems", [
         ("scope", {}), ("kind", {}), ("file", {}), ("byte", {"justify": "right"}),
         ("offset", {"justify": "right"}), ("expected", {}), ("found", {}), ("what", {})])

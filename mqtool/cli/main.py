@@ -1,0 +1,141 @@
+"""The `mqtool` command group, and the one place that maps outcomes to exit codes.
+
+0 ok, 1 problems found in the data, 2 usage error, 3 refused (lock held or
+unsafe), 4 not a store or unreadable input; 130 on Ctrl-C; 141 when the
+reader of our output went away (`mqtool dump ... | head -1`), silently.
+Unexpected internal errors print one line (set MQTOOL_DEBUG=1 for the
+traceback) and exit 70.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+import click
+
+from mqtool import __version__, errors
+from mqtool.cli import heap
+from mqtool.commands import (
+    append,
+    clean,
+    dump,
+    export,
+    get,
+    info,
+    lookup_by_id,
+    lookup_by_key,
+    rebuild_cq,
+    recover,
+    salvage,
+    stats,
+    verify_crc,
+)
+
+COMMANDS = [info.cli, dump.cli, append.cli, verify_crc.cli, recover.cli, rebuild_cq.cli, salvage.cli, lookup_by_key.cli, lookup_by_id.cli, get.cli, clean.cli,
+            export.cli, stats.cli]
+
+INTERRUPTED = 130
+BROKEN_PIPE = 141
+INTERNAL = 70
+
+
+class _OutputClosed(Exception):
+    """stdout's reader went away; raised instead of BrokenPipeError so click does not
+    turn it into its own exit 1."""
+
+
+class MqtoolGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _OutputClosed() from None
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise _OutputClosed() from None
+            raise
+
+
+@click.group(cls=MqtoolGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="mqtool")
+def cli():
+    """Administration and forensics for Apache RocketMQ message stores.
+
+    Exit codes: 0 ok, 1 problems found in the data, 2 usage error, 3 refused
+    (a broker holds the lock, or unsafe), 4 not a store or unreadable input.
+    """
+
+
+for command in COMMANDS:
+    cli.add_command(command)
+
+
+def _fail(message: str, code: int) -> int:
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - stdout may be the broken pipe itself
+        pass
+    try:
+        sys.stderr.write(f"mqtool: {message}\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    return code
+
+
+def _silence_broken_stdout() -> None:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def run(argv=None) -> int:
+    """Run the CLI and return its exit code (tests call this directly)."""
+    try:
+        cli.main(args=argv, prog_name="mqtool", standalone_mode=False)
+        sys.stdout.flush()
+        return errors.OK
+    except SystemExit as exc:  # click exits by itself only for --help/--version paths
+        return exc.code if isinstance(exc.code, int) else errors.USAGE
+    except errors.MqError as exc:
+        return _fail(str(exc), exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        return errors.USAGE
+    except click.UsageError as exc:
+        hint = ""
+        if exc.ctx is not None:
+            hint = f" (try '{exc.ctx.command_path} --help')"
+        return _fail(exc.format_message() + hint, errors.USAGE)
+    except click.ClickException as exc:
+        return _fail(exc.format_message(), errors.USAGE)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        return _fail("interrupted", INTERRUPTED)
+    except (_OutputClosed, BrokenPipeError):
+        _silence_broken_stdout()
+        return BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            _silence_broken_stdout()
+            return BROKEN_PIPE
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}", errors.NOT_A_STORE)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("MQTOOL_DEBUG"):
+            raise
+        return _fail(f"internal error: {type(exc).__name__}: {exc} (set MQTOOL_DEBUG=1 for details)",
+                     INTERNAL)
+
+
+def main() -> None:
+    heap.keep_freed_memory()
+    sys.exit(run())

@@ -1,0 +1,142 @@
+"""Where output goes: JSON lines or rich tables on stdout, progress and notes on stderr.
+
+stdout carries data only.  Progress bars appear only when stderr is a
+terminal, so pipes and cron never see them.  JSON is one object per line with
+stable field names (documented in README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+from rich.text import Text
+
+_stdout = None
+_stderr = None
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich would exit 1 here; let the CLI map a closed pipe like every other command."""
+        raise BrokenPipeError()
+
+
+def stdout() -> Console:
+    global _stdout
+    if _stdout is None:
+        console = _Console(file=sys.stdout, soft_wrap=True)
+        if not console.is_terminal:  # piped: do not squeeze tables into 80 columns
+            console = _Console(file=sys.stdout, soft_wrap=True, width=200)
+        _stdout = console
+    return _stdout
+
+
+def stderr() -> Console:
+    global _stderr
+    if _stderr is None:
+        _stderr = _Console(file=sys.stderr, stderr=True)
+    return _stderr
+
+
+def reset_consoles() -> None:
+    """Forget cached consoles (the test runner swaps sys.stdout between invocations)."""
+    global _stdout, _stderr
+    _stdout = _stderr = None
+
+
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # made once
+
+
+def _finite(value):
+    """JSON has no Infinity or NaN (a damaged config file can hold 1e400): they become strings."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def emit_json(obj: dict) -> None:
+    try:
+        text = _encode_json(obj)
+    except ValueError:
+        text = _encode_json(_finite(obj))
+    sys.stdout.write(text + "\n")
+
+
+def note(message: str) -> None:
+    """A human remark on stderr (never mixed into data on stdout)."""
+    stderr().print(message, highlight=False, markup=False)
+
+
+class TableStream:
+    """Prints rows as rich tables of `page` rows, so a long dump never piles up in memory."""
+
+    def __init__(self, title: str, columns: list[tuple[str, dict]], page: int = 200):
+        self.title = title
+        self.columns = columns
+        self.page = page
+        self.rows: list[list[str]] = []
+        self.pages = 0
+
+    def add(self, *cells) -> None:
+        # cells are data (topics, keys, messages): plain text, never rich markup
+        self.rows.append([Text("" if c is None else str(c)) for c in cells])
+        if len(self.rows) >= self.page:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        table = Table(title=self.title if self.pages == 0 else None, show_lines=False,
+                      header_style="bold")
+        for name, opts in self.columns:
+            table.add_column(name, **opts)
+        for row in self.rows:
+            table.add_row(*row)
+        stdout().print(table)
+        self.rows = []
+        self.pages += 1
+
+
+@contextmanager
+def progress(total: int | None, description: str, *, enabled: bool = True, unit_bytes: bool = True):
+    """A rich progress bar on stderr when stderr is a terminal; a no-op otherwise."""
+    console = stderr()
+    if not enabled or not console.is_terminal:
+        yield _NoProgress()
+        return
+    columns = [TextColumn("{task.description}"), BarColumn()]
+    if unit_bytes:
+        columns += [DownloadColumn(), TransferSpeedColumn()]
+    columns.append(TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield _Progress(bar, task)
+
+
+class _NoProgress:
+    def advance(self, amount: int = 1) -> None:
+        pass
+
+    def update(self, completed: int) -> None:
+        pass
+
+
+class _Progress:
+    def __init__(self, bar, task):
+        self.bar = bar
+        self.task = task
+
+    def advance(self, amount: int = 1) -> None:
+        self.bar.advance(self.task, amount)
+
+    def update(self, completed: int) -> None:
+        self.bar.update(self.task, completed=completed)

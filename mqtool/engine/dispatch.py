@@ -1,0 +1,127 @@
+"""From commitlog records to consume-queue units and index entries (CommitLogDispatcher).
+
+Every stored record is dispatched once: a unit into its topic/queue's consume
+queue (prepared and rollback records get none) and its keys into the index.
+The store dispatches right after each append, and recovery re-dispatches the
+commitlog from a point it trusts.  A topic only becomes a directory when it is
+a valid topic name, whatever a (possibly damaged) commitlog says.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from mqtool.engine.flush import RETRY_TIMES_OVER, ServiceThread
+from mqtool.storage import topics
+from mqtool.storage.consumequeue import ConsumeQueue
+from mqtool.storage.dispatchrequest import DispatchRequest
+
+
+class UnsafeTopic(Exception):
+    """A record's topic cannot be a directory name; it is reported, never dispatched."""
+
+
+class Dispatcher:
+    def __init__(self, consumequeue_dir: Path, cq_file_size: int, *, index_service=None,
+                 checkpoint=None, message_index_enable: bool = True, on_create=None, writable: bool = True):
+        self.consumequeue_dir = Path(consumequeue_dir)
+        self.cq_file_size = cq_file_size
+        self.index = index_service
+        self.checkpoint = checkpoint
+        self.message_index_enable = message_index_enable
+        self.on_create = on_create
+        self.writable = writable     # False: queues are mapped read-only (a recovery's dry run)
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def queue(self, topic: str, queue_id: int, *, create: bool = True) -> ConsumeQueue | None:
+        key = (topic, queue_id)
+        cq = self.queues.get(key)
+        if cq is None and create:
+            if not topics.is_safe_directory_name(topic) or queue_id < 0:
+                raise UnsafeTopic(f"topic {topic!r} / queue {queue_id} cannot be a consume queue directory")
+            directory = self.consumequeue_dir / topic / str(queue_id)
+            cq = ConsumeQueue(topic, queue_id, directory, self.cq_file_size, writable=self.writable,
+                              strict=True, on_create=self.on_create)
+            self.queues[key] = cq
+        return cq
+
+    def dispatch(self, req: DispatchRequest) -> None:
+        if req.goes_to_consume_queue:
+            cq = self.queue(req.topic, req.queue_id)
+            if cq.put(req.commitlog_offset, req.size, req.tags_code, req.queue_offset) \
+                    and self.checkpoint is not None:
+                self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        if self.message_index_enable and self.index is not None:
+            self.index.build_index(req)
+
+    def dispatch_many(self, requests: list[DispatchRequest]) -> None:
+        """dispatch() for a batch: units grouped per queue, keys hashed together."""
+        if not requests:
+            return
+        if len(requests) == 1:
+            self.dispatch(requests[0])
+            return
+        per_queue: dict[tuple[str, int], list] = {}
+        last_ts = 0
+        for req in requests:
+            if req.goes_to_consume_queue:
+                per_queue.setdefault((req.topic, req.queue_id), []).append(
+                    (req.commitlog_offset, req.size, req.tags_code, req.queue_offset))
+                last_ts = req.store_timestamp
+        for (topic, queue_id), units in per_queue.items():
+            self.queue(topic, queue_id).put_many(units)
+        if last_ts and self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = last_ts
+        if self.message_index_enable and self.index is not None:
+            self.index.build_many(requests)
+
+    def flush(self, least_pages: int) -> None:
+        for cq in list(self.queues.values()):
+            cq.flush(least_pages)
+
+    def max_physic_offset(self) -> int:
+        return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+        self.queues = {}
+
+
+class FlushConsumeQueueService(ServiceThread):
+    """Flushes consume queues every flushIntervalConsumeQueue ms (least pages
+    flushConsumeQueueLeastPages, everything every flushConsumeQueueThoroughInterval),
+    then the checkpoint, whose logics time is the one taken before that flush."""
+
+    name = "FlushConsumeQueueService"
+
+    def __init__(self, dispatcher: Dispatcher, checkpoint, config, lock):
+        super().__init__()
+        self.dispatcher = dispatcher
+        self.checkpoint = checkpoint
+        self.config = config
+        self.lock = lock
+        self.last_flush_timestamp = 0
+
+    def do_flush(self, retry: int) -> None:
+        least = 0 if retry == RETRY_TIMES_OVER else self.config.flushConsumeQueueLeastPages
+        logics = 0
+        now = int(time.monotonic() * 1000)
+        if now >= self.last_flush_timestamp + self.config.flushConsumeQueueThoroughInterval:
+            self.last_flush_timestamp = now
+            least = 0
+            logics = self.checkpoint.logics_msg_timestamp
+        with self.lock:
+            self.dispatcher.flush(least)
+        if least == 0:
+            if logics > 0:
+                self.checkpoint.logics_msg_timestamp = logics
+            self.checkpoint.flush()
+
+    def run(self) -> None:
+        while not self.stopped:
+            self.wait_for_running(self.config.flushIntervalConsumeQueue)
+            self.do_flush(1)
+        if not self.halted:
+            self.do_flush(RETRY_TIMES_OVER)

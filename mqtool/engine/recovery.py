@@ -1,0 +1,352 @@
+"""Recovering a store on open, as DefaultMessageStore.load/recover/start do.
+
+First a plan is computed without changing anything; then `apply` carries it
+out.  The `recover` command prints the plan for --dry-run, and the store's
+open applies it.
+
+Normal recovery (no abort file): each consume queue is scanned from its
+third-last file to its first invalid unit; the commitlog is walked from its
+third-last file (checkCRCOnRecover honoured) up to the first entry that is
+not a valid record; that point is the cut.
+
+Abnormal recovery (abort file present): the walk starts at the newest file
+whose first record was stored at or before the checkpoint's safe time
+(min(physic, logics) - 3 s; with messageIndexEnable and messageIndexSafe also
+the index time), at file 0 if none qualifies, and everything from there to the
+cut is dispatched again into consume queues and the index.  Index files that
+ended after the checkpoint's index time are dropped first, as the broker does.
+
+Both: consume-queue units pointing at or beyond the cut are cut; the commitlog
+bytes after the cut (in the cut's file) are zeroed and later files removed,
+every byte kept in the quarantine first; files keep their mapped size.
+Finally the records between the consume queues' end and the cut are
+dispatched (the broker's reput at start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqtool.errors import RefusedError
+from mqtool.formats import sysflag
+from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
+from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
+from mqtool.formats.filenames import name_to_offset
+from mqtool.storage import commitlog
+from mqtool.storage.commitlog import EndOfData, Problem
+
+_MAGIC_POS = 4
+_SYSFLAG_POS = 36
+_BORN_TS_END = 48    # the end of bornTimestamp: the born host follows
+
+
+@dataclass
+class QueueCut:
+    topic: str
+    queue_id: int
+    keep_bytes: int          # logical byte offset the queue ends at after the cut
+    written_end: int         # logical byte offset of the last non-zero byte (+1) before the cut
+    reason: str
+
+
+@dataclass
+class RecoveryPlan:
+    mode: str                                  # "normal" or "abnormal"
+    walk_from: int                             # commitlog offset the walk started at
+    cut: int                                   # commitlog offset where valid data ends
+    data_end: int                              # how far non-zero bytes reach (>= cut)
+    removed_files: list[Path] = field(default_factory=list)   # commitlog files beyond the cut
+    queue_cuts: list[QueueCut] = field(default_factory=list)
+    dropped_index_files: list[Path] = field(default_factory=list)    # newer than the checkpoint (crash)
+    rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
+    empty_files: list[Path] = field(default_factory=list)   # 0-byte newest files a crash left (5.x deletes them)
+    redispatch_from: int = 0
+    stop: Problem | None = None                # why the walk stopped, when it was damage
+    records_checked: int = 0
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts or self.empty_files
+                    or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut)
+
+    def to_json(self) -> dict:
+        return {
+            "type": "plan", "mode": self.mode, "walkFrom": self.walk_from, "cut": self.cut,
+            "bytesCut": self.data_end - self.cut, "removedFiles": [str(p) for p in self.removed_files],
+            "queueCuts": [{"topic": q.topic, "queueId": q.queue_id, "keepBytes": q.keep_bytes,
+                           "keepUnits": q.keep_bytes // UNIT_SIZE,
+                           "unitsCut": max(0, (q.written_end - q.keep_bytes) // UNIT_SIZE),
+                           "reason": q.reason} for q in self.queue_cuts],
+            "droppedIndexFiles": [str(p) for p in self.dropped_index_files],
+            "emptyFiles": [str(p) for p in self.empty_files],
+            "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
+            "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self.cut - self.redispatch_from),
+            "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
+        }
+
+
+# ------------------------------------------------------------------ scanning
+
+def scan_consume_queue(cq) -> tuple[int, int, int]:
+    """ConsumeQueue.recover: (end in logical bytes, max physic offset, written end).
+
+    Scans from the third-last file up to the first invalid unit."""
+    files = cq.files.files
+    if not files:
+        return 0, -1, 0
+    index = max(len(files) - 3, 0)
+    end = files[index].file_from_offset
+    max_physic = -1
+    written_end = files[-1].file_from_offset + cq._written_end(files[-1])
+    for mf in files[index:]:
+        count = 0
+        for offset, size, _ in UNIT_STRUCT.iter_unpack(mf.buf[:mf.file_size - mf.file_size % UNIT_SIZE]):
+            if not is_valid_unit(offset, size):
+                break
+            count += 1
+            max_physic = offset + size
+        end = mf.file_from_offset + count * UNIT_SIZE
+        if count * UNIT_SIZE != mf.file_size:
+            break
+    return end, max_physic, max(written_end, end)
+
+
+def queue_cut_for(cq, phy_offset: int, end: int) -> int:
+    """ConsumeQueue.truncateDirtyLogicFiles: keep units pointing below phy_offset."""
+    files = [mf for mf in cq.files.files if mf.file_from_offset < end] or cq.files.files[:1]
+    keep = end
+    for mf in reversed(files):
+        units = list(UNIT_STRUCT.iter_unpack(mf.buf[:min(mf.file_size, end - mf.file_from_offset)
+                                                    - (min(mf.file_size, end - mf.file_from_offset) % UNIT_SIZE)]))
+        count = len(units)
+        while count and (units[count - 1][0] >= phy_offset or not is_valid_unit(*units[count - 1][:2])):
+            count -= 1
+        keep = mf.file_from_offset + count * UNIT_SIZE
+        if count:
+            break
+    return keep
+
+
+def _first_store_time(mf) -> int | None:
+    """The store time of the file's first record, if it starts with one (isMappedFileMatchedRecover)."""
+    buf = mf.buf
+    if mf.file_size < 64:
+        return None
+    magic = int.from_bytes(buf[_MAGIC_POS:_MAGIC_POS + 4], "big")
+    if magic not in (MAGIC_V1, MAGIC_V2):
+        return None
+    flag = int.from_bytes(buf[_SYSFLAG_POS:_SYSFLAG_POS + 4], "big", signed=True)
+    pos = _BORN_TS_END + (20 if flag & sysflag.BORNHOST_V6 else 8)
+    value = int.from_bytes(buf[pos:pos + 8], "big", signed=True)
+    return value or None
+
+
+def abnormal_start_index(files, safe_time: int) -> int:
+    """The newest file whose first record's store time is <= safe_time; 0 if none."""
+    for index in range(len(files) - 1, -1, -1):
+        stored = _first_store_time(files[index])
+        if stored is not None and stored <= safe_time:
+            return index
+    return 0
+
+
+def walk_for_recovery(queue, start_index: int, check_crc: bool):
+    """Walk from file start_index to the first entry that is not a valid record (a record whose
+    body CRC fails counts as not valid, with checkCRCOnRecover), with the compiled walk.
+
+    Returns (cut, data_end, stop problem or None, records)."""
+    files = queue.files
+    if not files:
+        return 0, 0, None, 0
+    import numpy as np  # here, not at the top: commands that never recover
+
+    from mqtool.native import fastscan
+    cut = files[start_index].file_from_offset
+    records = 0
+    stop = None
+    data_end = cut
+    for i in range(start_index, len(files)):
+        mf = files[i]
+        is_last = i == len(files) - 1
+        blank = False
+        for entry in commitlog.walk_file(mf, check_crc=check_crc, is_last=True, resync_after_damage=False,
+                                         scanner=fastscan):
+            if isinstance(entry, fastscan.Chunk):
+                c = entry.columns
+                bad = np.flatnonzero(~c["crc_ok"]) if check_crc else []
+                if len(bad):
+                    j = int(bad[0])
+                    offset = int(c["offset"][j])
+                    record = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+                    stop = Problem("crc-mismatch", str(mf.path), offset - mf.file_from_offset, offset,
+                                   f"body CRC {record.body_crc} stored, {record.computed_body_crc()} computed")
+                    records += j
+                    cut = offset
+                    break
+                records += entry.count
+                cut = int(c["offset"][-1] + c["size"][-1])
+            elif isinstance(entry, Blank):
+                blank = True
+                cut = entry.offset
+                break
+            elif isinstance(entry, Problem):
+                stop = entry
+                break
+            elif isinstance(entry, EndOfData):
+                break
+        if stop is not None or not blank or is_last:
+            break
+        cut = files[i + 1].file_from_offset
+    # how far written bytes reach in the cut's file (what a cut zeroes)
+    mf = queue.find_by_offset(cut) or (files[-1] if cut >= files[-1].file_end_offset else None)
+    if mf is not None and cut < mf.file_end_offset:
+        last = commitlog._last_nonzero(mf.buf, cut - mf.file_from_offset, mf.file_size)
+        data_end = mf.file_from_offset + last + 1 if last >= 0 else cut
+    else:
+        data_end = cut
+    return cut, max(data_end, cut), stop, records
+
+
+# ------------------------------------------------------------------- planning
+
+def plan(store, *, abnormal: bool) -> RecoveryPlan:
+    """What recovery would do to this open store; changes nothing."""
+    config = store.config
+    queue = store.commitlog_queue
+    files = queue.files
+    mode = "abnormal" if abnormal else "normal"
+    if abnormal:
+        safe = store.checkpoint.min_timestamp(
+            index_safe=config.messageIndexEnable and config.messageIndexSafe)
+        start_index = abnormal_start_index(files, safe) if files else 0
+    else:
+        start_index = max(len(files) - 3, 0)
+    cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover)
+    walk_from = files[start_index].file_from_offset if files else 0
+    result = RecoveryPlan(mode, walk_from, cut, data_end, stop=stop, records_checked=records)
+    cut_file = queue.find_by_offset(cut)
+    if cut_file is not None:
+        result.removed_files = [mf.path for mf in files if mf.file_from_offset > cut_file.file_from_offset]
+    max_cq_physic = -1
+    pointed = -1             # the furthest any consume queue unit reaches into the commitlog
+    for (topic, queue_id), cq in sorted(store.dispatcher.queues.items()):
+        end, max_physic, written_end = scan_consume_queue(cq)
+        pointed = max(pointed, max_physic)
+        keep = end
+        if max_physic >= cut:
+            keep = queue_cut_for(cq, cut, end)
+            max_physic = _max_physic_below(cq, keep)
+        if keep < written_end:
+            reason = "units beyond the commitlog's end" if keep < end else "invalid units after the last valid one"
+            result.queue_cuts.append(QueueCut(topic, queue_id, keep, written_end, reason))
+        max_cq_physic = max(max_cq_physic, max_physic)
+    result.dropped_index_files = list(store.dropped_index_files)
+    queues = [store.commitlog_queue] + [cq.files for _, cq in sorted(store.dispatcher.queues.items())]
+    result.empty_files = [q.empty_file for q in queues + [store.index] if q.empty_file is not None]
+    lost = queue.empty_file
+    if lost is not None and pointed > name_to_offset(lost.name):
+        raise RefusedError("this 0-byte commitlog file held messages (consume queue units point into it): "
+                           "they are lost, this is not a crash while the file was being created; "
+                           "`mqtool salvage` copies every intact message into a new store", path=lost)
+    min_offset = files[0].file_from_offset if files else 0
+    if abnormal:
+        result.redispatch_from = walk_from
+    else:
+        result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
+    # index files holding entries for records at or past the cut are rebuilt from their first record
+    stale = [f for f in store.index.files if f.index_count > 1 and f.end_phy_offset >= cut]
+    if stale:
+        result.rebuilt_index_files = [f.path for f in stale]
+        first = max(min(f.begin_phy_offset for f in stale), min_offset)
+        result.redispatch_from = min(result.redispatch_from, _record_boundary_at_or_before(queue, first))
+    return result
+
+
+def _record_boundary_at_or_before(queue, offset: int) -> int:
+    """An index file's beginPhyOffset is a record's offset; recovery re-dispatches from the
+    start of that record's file, the nearest point a walk can start from."""
+    mf = queue.find_by_offset(offset)
+    return mf.file_from_offset if mf is not None else offset
+
+
+def _max_physic_below(cq, keep: int) -> int:
+    if keep <= 0:
+        return -1
+    mf = cq.files.find_by_offset(keep - UNIT_SIZE)
+    if mf is None:
+        return -1
+    offset, size, _ = UNIT_STRUCT.unpack_from(mf.buf, keep - UNIT_SIZE - mf.file_from_offset)
+    return offset + size
+
+
+# ------------------------------------------------------------------- applying
+
+def apply(store, p: RecoveryPlan, quarantine) -> None:
+    """Carry out a plan on the open store: cut, quarantine, re-dispatch."""
+    queue = store.commitlog_queue
+    # 0. empty files a crash left while creating them: out of the way before anything is written
+    for path in p.empty_files:
+        quarantine.move_file(path, "0-byte file left by a crash while it was being created")
+    for q in [queue] + [cq.files for cq in store.dispatcher.queues.values()] + [store.index]:
+        q.empty_file = None
+    # 1. commitlog: keep cut bytes, zero them, move later files out
+    mf = queue.find_by_offset(p.cut)
+    if mf is not None and p.data_end > p.cut:
+        start = p.cut - mf.file_from_offset
+        end = p.data_end - mf.file_from_offset
+        quarantine.save_range(mf.path, mf.buf, start, end, f"commitlog bytes after the recovery cut at {p.cut}")
+        mf.buf[start:end] = bytes(end - start)
+    queue.truncate_dirty_files(p.cut, remove=lambda f: quarantine.move_file(
+        f.path, f"commitlog file beyond the recovery cut at {p.cut}"))
+    queue.set_where(p.cut)
+    # 2. consume queues
+    for qc in p.queue_cuts:
+        cq = store.dispatcher.queue(qc.topic, qc.queue_id, create=False)
+        _cut_queue(cq, qc, quarantine)
+    for cq in store.dispatcher.queues.values():
+        end, max_physic, _ = scan_consume_queue(cq)
+        if not any(q.topic == cq.topic and q.queue_id == cq.queue_id for q in p.queue_cuts):
+            _set_queue_end(cq, end)
+        cq.max_physic_offset = max_physic
+    # 3. index files: the broker's crash rule, and files with entries past the cut
+    index = store.index
+    for path in p.dropped_index_files:
+        quarantine.move_file(path, "index file newer than the checkpoint after a crash")
+    stale = set(p.rebuilt_index_files)
+    for f in [f for f in index.files if f.path in stale]:
+        f.close()
+        index.files.remove(f)
+        quarantine.move_file(f.path, f"index file with entries at or past the recovery cut at {p.cut}; rebuilt")
+    # 4. re-dispatch
+    if p.redispatch_from < p.cut:
+        from mqtool.engine.redispatch import redispatch
+
+        redispatch(queue, store.dispatcher, p.redispatch_from, p.cut, store.config.delay_levels_ms())
+
+
+def _set_queue_end(cq, end: int) -> None:
+    files = cq.files
+    for mf in files.files:
+        if mf.file_from_offset + mf.file_size <= end:
+            mf.set_positions(mf.file_size)
+        elif mf.file_from_offset <= end:
+            mf.set_positions(end - mf.file_from_offset)
+    files.set_where(end)
+
+
+def _cut_queue(cq, qc: QueueCut, quarantine) -> None:
+    """Zero the cut part of the file holding the new end (kept in the quarantine first)
+    and move whole files after it out of the queue."""
+    keep = qc.keep_bytes
+    mf = cq.files.find_by_offset(keep)
+    if mf is not None:
+        start = keep - mf.file_from_offset
+        end = min(qc.written_end, mf.file_end_offset) - mf.file_from_offset
+        if end > start:
+            quarantine.save_range(mf.path, mf.buf, start, end,
+                                  f"consume queue units from queue offset {keep // UNIT_SIZE} on")
+            mf.buf[start:end] = bytes(end - start)
+    cq.files.truncate_dirty_files(keep, remove=lambda f: quarantine.move_file(
+        f.path, f"consume queue file beyond queue offset {keep // UNIT_SIZE}"))
+    cq.files.set_where(keep)

@@ -1,0 +1,241 @@
+"""Dispatching a stretch of the commitlog again, in bulk: recovery and rebuild-cq.
+
+The store dispatches each record as it appends it (mqtool/engine/dispatch.py).  When
+a whole stretch has to be dispatched again -- after a crash, or to rebuild
+consume queues and the index from nothing -- the records come from the
+compiled walk (commitlog.walk with scanner=fastscan) as columns, and the units
+and keys of a chunk are written per queue and per index file in bulk, with
+the same skip rules as one at a time (a unit whose record is already in its
+queue, a key of a record the index already covers).  Records whose topic or
+keys the kernels could not read exactly (malformed UTF-8) and delayed
+messages go through the reference path, record by record.
+
+A topic read from the commitlog only becomes a directory when it is a valid
+topic name; other records are reported, never dispatched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mqtool.formats.commitlog import Record, RecordError, decode_entry
+from mqtool.native import fastscan
+from mqtool.storage import commitlog, topics
+from mqtool.storage.commitlog import Problem
+from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, from_record
+
+PREPARED, ROLLBACK = 4, 12
+
+
+@dataclass
+class Redispatched:
+    records: int = 0
+    units: int = 0
+    keys: int = 0
+    unsafe_topics: dict = field(default_factory=dict)    # topic text -> records refused
+    problems: list = field(default_factory=list)         # damage met on the way (commitlog.Problem)
+    end: int = 0                                          # where the dispatched stretch ends
+
+
+def redispatch(queue, dispatcher, start: int, end: int | None, delay_levels: list[int], *, queues: bool = True,
+               index: bool = True, topic_filter=None, on_progress=None, check_crc: bool = False,
+               stop_at_damage: bool = False, entries=None) -> Redispatched:
+    """Dispatch the records in [start, end) again into the consume queues and/or the index.
+
+    check_crc: records failing their body CRC are not dispatched (a recovery whose walk has
+    checked them already leaves it off, as a broker's reput does).  stop_at_damage: end at the
+    first damaged entry or failing CRC instead of going on after it (rebuild-cq: what a broker's
+    recovery would keep).  entries: the walk's entries when someone else walks (scan_parts on
+    an engine); by default the commitlog is walked here, one chunk ahead on a second thread."""
+    done = Redispatched(end=start)
+    delays = np.array(delay_levels or [0], dtype=np.int64)
+    if entries is None:
+        entries = _read_ahead(commitlog.walk(queue, start=start, end=end, check_crc=check_crc, aligned=True,
+                                             scanner=fastscan, resync_after_damage=not stop_at_damage,
+                                             parse_props=True))
+    for entry in entries:
+        if isinstance(entry, Problem):
+            done.problems.append(entry)
+            if stop_at_damage:
+                break
+            continue
+        if not isinstance(entry, fastscan.Chunk) or not entry.count:
+            continue
+        if stop_at_damage and not entry.columns["crc_ok"].all():
+            bad = int(np.flatnonzero(~entry.columns["crc_ok"])[0])
+            offset = int(entry.columns["offset"][bad])
+            base = queue.find_by_offset(offset).file_from_offset
+            done.problems.append(Problem("crc-mismatch", entry.path, offset - base, offset,
+                                         "body CRC does not match the body"))
+            entry = entry.take(np.arange(entry.count) < bad)
+            if entry.count:
+                _dispatch_chunk(entry, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter)
+            done.end = offset
+            break
+        _dispatch_chunk(entry, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter)
+        done.end = int(entry.columns["offset"][-1] + entry.columns["size"][-1])
+        if on_progress is not None:
+            on_progress(int(entry.columns["size"].sum()))
+    return done
+
+
+# The columns a dispatch needs from a chunk that travelled without its buf.
+DISPATCH_COLUMNS = ("offset", "size", "queue_id", "queue_offset", "sys_flag", "store_ts", "crc_ok", "topic_hash")
+
+
+def part_tasks(queue, start: int, check_crc: bool, stop_at_damage: bool,
+               part_bytes: int = fastscan.PART_BYTES) -> list[tuple]:
+    """The commitlog from `start` (a record boundary) as parts an engine scans on its own:
+    (file index, first byte, stop byte or None, is the last data file, check_crc, stop_at_damage)."""
+    last_data = commitlog.last_data_file(queue)
+    tasks = []
+    for i, mf in enumerate(queue.files):
+        if mf.file_from_offset + mf.file_size <= start:
+            continue
+        first = max(0, start - mf.file_from_offset)
+        edges = [first] + [p for p in fastscan.split_points(mf, part_bytes) if p > first] + [None]
+        for a, b in zip(edges, edges[1:]):
+            tasks.append((i, a, b, i >= last_data, check_crc, stop_at_damage))
+    return tasks
+
+
+def scan_part(layout, task) -> list:
+    """One part of the commitlog, walked and parsed where an engine runs it (a Spark executor):
+    its chunks without their buf (fastscan.Chunk.detached) and the Problem it stopped at."""
+    index, first, stop, is_last, check_crc, stop_at_damage = task
+    queue = commitlog.open_queue(layout)
+    try:
+        mf = queue.files[index]
+        out = []
+        for entry in commitlog.walk_file(mf, start=first, stop=stop, check_crc=check_crc, is_last=is_last,
+                                         scanner=fastscan, resync_after_damage=not stop_at_damage,
+                                         parse_props=True):
+            if isinstance(entry, Problem):
+                out.append(entry)
+                if stop_at_damage:
+                    break
+            elif isinstance(entry, fastscan.Chunk) and entry.count:
+                out.append(entry.detached(keep=DISPATCH_COLUMNS))
+        return out
+    finally:
+        queue.close()
+
+
+def scanned_on(engine, layout, tasks):
+    """The entries of every part, in commitlog order, as the engine delivers them."""
+    import functools
+
+    for entries in engine.imap(functools.partial(scan_part, layout), tasks):
+        yield from entries
+
+
+def _read_ahead(entries):
+    """The walk (and the parsing of each chunk) on a second thread, one chunk ahead of the
+    dispatching: the compiled kernels release the GIL, so reading and writing overlap."""
+    import queue as queue_module
+    import threading
+
+    ahead: queue_module.Queue = queue_module.Queue(maxsize=2)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for entry in entries:
+                if isinstance(entry, fastscan.Chunk) and entry.parsed is None:
+                    entry.parsed = fastscan.parse(entry.buf, entry)
+                while not stop.is_set():
+                    try:
+                        ahead.put(entry, timeout=0.1)
+                        break
+                    except queue_module.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except BaseException as exc:     # handed to the consumer, raised there
+            ahead.put(exc)
+            return
+        ahead.put(done)
+
+    thread = threading.Thread(target=produce, name="redispatch-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            entry = ahead.get()
+            if entry is done:
+                return
+            if isinstance(entry, BaseException):
+                raise entry
+            yield entry
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter) -> None:
+    c = chunk.columns
+    good = c["crc_ok"]          # a record failing its CRC is where recovery cuts; never dispatched
+    parsed = getattr(chunk, "parsed", None)
+    if parsed is None or len(parsed["tags_hash"]) != chunk.count:
+        parsed = fastscan.parse(chunk.buf, chunk)
+    # topic names, once per distinct topic: which may become directories, which are wanted
+    hashes, first, which = np.unique(c["topic_hash"], return_index=True, return_inverse=True)
+    names = [chunk.topic(int(i)) for i in first]
+    safe = np.array([topics.is_safe_directory_name(t) for t in names], dtype=bool)[which]
+    wanted = good & safe
+    if topic_filter is not None:
+        wanted &= np.array([bool(topic_filter(t)) for t in names], dtype=bool)[which]
+    for i in np.flatnonzero(good & ~safe).tolist():
+        name = names[which[i]]
+        done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + 1
+    schedule = np.array([t == SCHEDULE_TOPIC for t in names], dtype=bool)[which]
+    # exact but slow: malformed UTF-8, and delay levels the kernels cannot turn into tags codes
+    slow = wanted & (((parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0)
+                     | ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & schedule)
+    fast = wanted & ~slow
+    done.records += int(wanted.sum())
+    tx = c["sys_flag"] & 0xC
+    to_queue = fast & (tx != PREPARED) & (tx != ROLLBACK)
+    if queues:
+        _write_units(chunk, dispatcher, to_queue, names, which, parsed["tags_hash"], done)
+    if index and dispatcher.message_index_enable and dispatcher.index is not None:
+        keys = fast[parsed["key_record"]]
+        rec = parsed["key_record"][keys]
+        if len(rec):
+            dispatcher.index.insert_arrays(parsed["key_hash"][keys], c["offset"][rec], c["store_ts"][rec])
+            done.keys += len(rec)
+    for i in np.flatnonzero(slow).tolist():
+        mf = queue.find_by_offset(int(c["offset"][i]))
+        try:
+            record = decode_entry(mf.buf, int(c["offset"][i]) - mf.file_from_offset, mf.file_size,
+                                  mf.file_from_offset)
+        except RecordError:
+            continue
+        if not isinstance(record, Record):
+            continue
+        request = from_record(record, delay_levels)
+        if queues and request.goes_to_consume_queue:
+            dispatcher.queue(request.topic, request.queue_id).put(
+                request.commitlog_offset, request.size, request.tags_code, request.queue_offset)
+            done.units += 1
+        if index and dispatcher.message_index_enable and dispatcher.index is not None:
+            dispatcher.index.build_index(request)
+
+
+def _write_units(chunk, dispatcher, mask, names, which, tags, done) -> None:
+    """The units of a chunk, queue by queue, each queue's in commitlog order."""
+    c = chunk.columns
+    rows = np.flatnonzero(mask & (c["queue_id"] >= 0))
+    if not len(rows):
+        return
+    order = rows[np.lexsort((rows, c["queue_id"][rows], which[rows]))]
+    topic_ids, queue_ids = which[order], c["queue_id"][order]
+    cuts = np.flatnonzero((topic_ids[1:] != topic_ids[:-1]) | (queue_ids[1:] != queue_ids[:-1])) + 1
+    for group in np.split(order, cuts):
+        cq = dispatcher.queue(names[which[group[0]]], int(c["queue_id"][group[0]]))
+        cq.put_arrays(c["offset"][group], c["size"][group], tags[group], c["queue_offset"][group])
+        done.units += len(group)
+    if dispatcher.checkpoint is not None:
+        dispatcher.checkpoint.logics_msg_timestamp = int(c["store_ts"][rows[-1]])

@@ -1,0 +1,167 @@
+"""dump's walking and counting: what `dump` shows of a commitlog, a consume queue or an index
+file, each entry with the checks it fails, as plain events; mqtool/commands/dump.py only renders
+them (a table or JSON lines).
+
+One Tally serves a whole dump: it counts what was walked and shown, keeps --limit, and
+remembers the first problem, which the command's error line names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqtool.forensics.filters import Filters
+from mqtool.formats.commitlog import Blank, Record
+from mqtool.formats.consumequeue import is_valid_unit
+from mqtool.storage import commitlog
+from mqtool.storage.commitlog import EndOfData, Problem
+
+PROGRESS_STEP = 1 << 20  # bytes of commitlog between progress updates
+
+
+@dataclass
+class Tally:
+    limit: int | None = None
+    records: int = 0
+    blanks: int = 0
+    problems: int = 0
+    shown: int = 0
+    end_offset: int | None = None
+    stopped_at: int | None = None     # where --limit ended a commitlog walk (the rest was not read)
+    first_problem: tuple | None = None    # (file, byte offset in it, kind)
+
+    def full(self) -> bool:
+        return self.limit is not None and self.shown >= self.limit
+
+    def note_problem(self, path, offset, kind) -> None:
+        """Remember where the first problem is (counting is the caller's)."""
+        if self.first_problem is None:
+            self.first_problem = (str(path), offset, kind)
+
+
+def relative_paths(layout_root: Path | None):
+    """A function showing a path relative to the store's root (or as given, outside it)."""
+    def display(path) -> str:
+        path = Path(path)
+        if layout_root is not None:
+            try:
+                return str(path.relative_to(layout_root))
+            except ValueError:
+                pass
+        return str(path)
+    return display
+
+
+class FileOf:
+    """queue.find_by_offset with the file's display path, looked up once per file, not per record.
+
+    After at(offset): mf is the file (None outside the queue), path its display path
+    (None outside) and start its first offset (0 outside).  The last answer is reused
+    only while the files tile the offsets exactly (no load problems): then it is the
+    only file that can hold the offset.
+    """
+
+    def __init__(self, queue, display):
+        self.queue = queue
+        self.display = display
+        self.reuse = not queue.problems
+        self.mf = None
+        self.path = None
+        self.start = 0
+        self.end = 0
+
+    def at(self, offset: int):
+        if not (self.reuse and self.mf is not None and self.start <= offset < self.end):
+            self.mf = self.queue.find_by_offset(offset)
+            if self.mf is None:
+                self.path, self.start, self.end = None, 0, 0
+            else:
+                self.path = self.display(self.mf.path)
+                self.start, self.end = self.mf.file_from_offset, self.mf.file_end_offset
+        return self.mf
+
+
+def walk_commitlog(queue, filters: Filters, tally: Tally, *, check_crc: bool, display, on_progress=None):
+    """Yield what dump shows of a commitlog: ("record", Record, found problems, FileOf) for each
+    record the filters keep, ("blank", Blank, FileOf), ("problem", Problem), ("end", EndOfData).
+    Counts every record, blank and problem in tally, shown or not; stops at --limit."""
+    for lp in queue.problems[:1]:  # the walk yields these first
+        tally.note_problem(display(lp.path), None, lp.kind)
+    files = FileOf(queue, display)
+    lo, hi = filters.offset_range
+    next_update = 0
+    for entry in commitlog.walk(queue, start=lo, end=None if hi is None else hi + 1, check_crc=check_crc,
+                                path_display=display):
+        if isinstance(entry, Record):
+            tally.records += 1
+            tally.end_offset = entry.offset + entry.total_size
+            mf = files.at(entry.offset)
+            if on_progress and entry.offset >= next_update:   # every PROGRESS_STEP bytes, not every record
+                on_progress(entry.offset - queue.min_offset)
+                next_update = entry.offset + PROGRESS_STEP
+            found = commitlog.record_problems(entry, check_crc)
+            if found:
+                tally.problems += len(found)
+                if mf is not None:
+                    tally.note_problem(files.path, entry.offset - files.start, found[0][0])
+            if not (filters.time_ok(entry.store_timestamp) and filters.queue_ok(entry.topic, entry.queue_id)
+                    and filters.queue_offset_ok(entry.queue_offset)):
+                continue
+            tally.shown += 1
+            yield "record", entry, found, files
+            if tally.full():
+                tally.stopped_at = entry.offset + entry.total_size
+                return
+        elif isinstance(entry, Blank):
+            tally.blanks += 1
+            tally.end_offset = entry.offset + entry.total_size
+            files.at(entry.offset)
+            yield "blank", entry, files
+        elif isinstance(entry, Problem):
+            tally.problems += 1
+            tally.note_problem(entry.path, entry.file_offset, entry.kind)
+            yield "problem", entry
+        elif isinstance(entry, EndOfData):
+            tally.end_offset = entry.offset
+            yield "end", entry
+
+
+def walk_queue(cq, filters: Filters, tally: Tally, display):
+    """Yield what dump shows of one consume queue: ("problem", Problem) for each file that could not
+    be loaded, then ("unit", Unit, check) with check "ok", "invalid" or "after-invalid" (a unit
+    the broker never reads, after its queue's first invalid one).  Every unit is checked and
+    counted; those outside the filters, or past --limit, are not yielded."""
+    for lp in cq.files.problems:
+        tally.problems += 1
+        tally.note_problem(display(lp.path), None, lp.kind)
+        yield "problem", Problem(lp.kind, display(lp.path), 0, lp.offset or 0, lp.message)
+    lo, hi = filters.queue_offset_range
+    ended = False
+    for unit in cq.units(lo or 0, None if hi is None else hi + 1, stop_at_invalid=False):
+        check = "ok"
+        if not is_valid_unit(unit.commitlog_offset, unit.size):
+            check = "invalid"
+            ended = True
+        elif ended:
+            check = "after-invalid"
+        if check != "ok":
+            tally.problems += 1
+            tally.note_problem(display(unit.path), unit.file_offset, f"{check} unit")
+        if tally.full() or not filters.offset_ok(unit.commitlog_offset):
+            continue
+        tally.shown += 1
+        yield "unit", unit, check
+
+
+def index_entries(ix, header, filters: Filters, tally: Tally):
+    """Yield (entry, its store time in ms) for the entries of an open index file that the filters
+    keep, until --limit."""
+    for entry in ix.entries():
+        if tally.full():
+            return
+        time_ms = header.begin_timestamp + entry.time_diff * 1000
+        if not filters.offset_ok(entry.phy_offset) or not filters.time_ok(time_ms):
+            continue
+        tally.shown += 1
+        yield entry, time_ms

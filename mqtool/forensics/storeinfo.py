@@ -1,0 +1,178 @@
+"""A store at a glance: what `mqtool info` reports, gathered without changing anything."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from mqtool.errors import MqError
+from mqtool.formats import markers
+from mqtool.formats.commitlog import Blank, Record
+from mqtool.formats.filenames import is_index_name, is_offset_name
+from mqtool.storage import commitlog, consumequeue, fsutil, metafiles
+from mqtool.storage.commitlog import EndOfData, Problem
+from mqtool.storage.consumequeue import queue_min_offset
+from mqtool.storage.indexfile import IndexFile
+
+
+def iso(millis: int | None) -> str | None:
+    if not millis:
+        return None
+    try:
+        return datetime.fromtimestamp(millis / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, ValueError, OSError):  # a damaged field: no date to show
+        return None
+
+
+def commitlog_extent(layout, queue=None) -> dict:
+    """Min and max commitlog offsets: the first file's start and the end of the written data,
+    found by walking the last file that holds data (no CRC check: a glance, not a verify)."""
+    own = queue is None
+    queue = queue or commitlog.open_queue(layout)
+    try:
+        files = queue.files
+        if not files:
+            return {"minOffset": 0, "maxOffset": 0, "files": 0}
+        max_offset = files[0].file_from_offset
+        first_time = last_time = None
+        problems = 0
+        for mf in reversed(files):
+            end = None
+            for entry in commitlog.walk_file(mf, check_crc=False, is_last=(mf is files[-1])):
+                if isinstance(entry, Record):
+                    end = entry.offset + entry.total_size
+                    last_time = entry.store_timestamp
+                elif isinstance(entry, Blank):
+                    end = entry.offset + entry.total_size
+                elif isinstance(entry, EndOfData):
+                    end = max(end or 0, entry.offset)
+                elif isinstance(entry, Problem):
+                    problems += 1
+            if end is not None and end > mf.file_from_offset:
+                max_offset = end
+                break
+        for entry in commitlog.walk_file(files[0], check_crc=False, is_last=len(files) == 1):
+            if isinstance(entry, Record):
+                first_time = entry.store_timestamp
+                break
+        return {"minOffset": files[0].file_from_offset, "maxOffset": max_offset, "files": len(files),
+                "firstStoreTimestamp": first_time, "lastStoreTimestamp": last_time,
+                "problemsInLastFile": problems}
+    finally:
+        if own:
+            queue.close()
+
+
+def _kind_summary(files, expected_size=None) -> dict:
+    total = sum(f.size for f in files)
+    out = {"files": len(files), "bytes": total}
+    if expected_size is not None:
+        odd = [f.name for f in files if f.size != expected_size or not is_offset_name(f.name)]
+        if odd:
+            out["oddFiles"] = odd
+        out["fileSize"] = expected_size
+    return out
+
+
+def gather(layout) -> dict:
+    """Everything `info` shows, as a JSON-ready dict."""
+    info: dict = {"type": "info", "store": str(layout.root)}
+    cl_files = layout.commitlog_files()
+    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size())
+    info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
+    info["commitlog"].update(commitlog_extent(layout))
+
+    queues = []
+    cq_files = []
+    for cq in consumequeue.open_all(layout):
+        try:
+            files = layout.consume_queue_files(cq.directory)
+            cq_files.extend(files)
+            # the broker's min offset: the first unit at or above the commitlog's min offset
+            # (ConsumeQueue.correctMinOffset), which after a clean may lie inside the first file
+            queues.append({"topic": cq.topic, "queueId": cq.queue_id, "files": len(files),
+                           "minOffset": queue_min_offset(cq, info["commitlog"]["minOffset"]),
+                           "maxOffset": cq.max_offset()})
+        finally:
+            cq.close()
+    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size())
+    info["consumequeue"]["queues"] = len(queues)
+    info["consumequeue"]["topics"] = len({q["topic"] for q in queues})
+    info["queues"] = queues
+
+    idx_files = layout.index_files()
+    slots, entries = layout.index_geometry()
+    info["index"] = _kind_summary(idx_files)
+    info["index"].update({"maxHashSlotNum": slots, "maxIndexNum": entries})
+    headers = []
+    named = [f for f in idx_files if is_index_name(f.name)]
+    for f in idx_files:
+        if not is_index_name(f.name):
+            headers.append({"name": f.name, "size": f.size, "error": "not an index file name"})
+            continue
+        try:
+            ix = IndexFile(f.path, slots, entries)
+        except MqError as exc:
+            headers.append({"name": f.name, "size": f.size, "error": exc.message})
+            continue
+        try:
+            header = {"name": f.name, "size": f.size, **ix.header().to_json()}
+            damage = [f"at byte {where}: {what} (expected {expected}, found {found})"
+                      for where, what, expected, found in ix.header_problems(newest=f is named[-1])]
+            if not ix.size_ok:
+                damage.insert(0, f"is {ix.size} bytes, expected {ix.expected_size}")
+            if damage:
+                header["headerProblems"] = damage
+            headers.append(header)
+        finally:
+            ix.close()
+    info["indexFiles"] = headers
+
+    try:
+        info["checkpoint"] = metafiles.read_checkpoint(layout.checkpoint_path)
+    except MqError as exc:
+        info["checkpoint"] = {"error": str(exc)}
+    abort_exists = layout.abort_path.exists()
+    info["abort"] = {"exists": abort_exists}
+    if abort_exists:
+        info["abort"]["pid"] = markers.parse_abort(fsutil.read_small(layout.abort_path, 64))
+    info["cleanShutdown"] = not abort_exists
+    holder = layout.is_locked()
+    if holder is not None and holder <= 0:
+        # an open-file-description lock (mqtool) names no pid; the abort file does
+        holder = info["abort"].get("pid") or holder
+    info["lock"] = {"exists": layout.lock_path.exists(), "heldBy": holder if holder and holder > 0 else None,
+                    "held": holder is not None}
+    configs = {}
+    for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
+        path = layout.config_dir / name
+        configs[name] = path.exists()
+    info["configFiles"] = configs
+    info["format"] = guess_format(layout, info)
+    info["problems"] = problems_shown(info)
+    return info
+
+
+def problems_shown(info: dict) -> list[str]:
+    """What gather() saw wrong, one line each (info exits 1 when there is any)."""
+    problems = []
+    for kind in ("commitlog", "consumequeue"):
+        for name in info[kind].get("oddFiles") or []:
+            problems.append(f"{kind}/{name}: unexpected size or name")
+    for header in info["indexFiles"]:
+        if "error" in header:
+            problems.append(f"index/{header['name']}: {header['error']}")
+        for what in header.get("headerProblems", []):
+            problems.append(f"index/{header['name']} {what}")
+    if "error" in info["checkpoint"]:
+        problems.append(info["checkpoint"]["error"])   # it names the file
+    return problems
+
+
+def guess_format(layout, info) -> str:
+    """4.x or 5.x, from what 5.x leaves behind (abort.bak, compaction/, 5-long checkpoint)."""
+    if (layout.root / "abort.bak").exists() or (layout.root / "compaction").is_dir():
+        return "5.x"
+    cp = info.get("checkpoint") or {}
+    if cp.get("masterFlushedOffset") or cp.get("confirmPhyOffset"):
+        return "5.x"
+    return "4.x"

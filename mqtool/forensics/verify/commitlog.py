@@ -1,0 +1,170 @@
+"""verify-crc's commitlog scope: each file (or part of one) walked, CRCs and queue offsets
+checked, and the units and entries pointing into each stretch of records checked against them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mqtool.forensics.verify import kernels
+from mqtool.forensics.verify.findings import PREPARED, ROLLBACK, Finding, Pointers, QueueRun, TaskResult, path_display
+from mqtool.forensics.verify.index import check_entries_into
+from mqtool.forensics.verify.queues import check_units_into
+from mqtool.formats.commitlog import Blank
+from mqtool.formats.crc import body_crc
+from mqtool.native import fastscan
+from mqtool.storage import commitlog
+from mqtool.storage.commitlog import EndOfData, Problem
+from mqtool.storage.mappedfile import MappedFile
+
+# ------------------------------------------------------------------ commitlog
+
+# a commitlog task checks the units and entries pointing into a stretch of its records once it has
+# scanned this many bytes or records (each stretch costs a look at every file pointing into it;
+# the records bound the memory)
+SEGMENT_BYTES = 64 << 20
+SEGMENT_RECORDS = 1 << 19
+
+
+def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_crc: bool, start: int,
+                    stop: int | None, pointers: list[Pointers], delays: list[int]) -> TaskResult:
+    """Check [start, stop) of one commitlog file (a part, or the whole file): its entries, CRCs,
+    offset fields and queue offset order; then the consume queue units and index entries that
+    point into it, against the records as they were scanned and parsed, a stretch of
+    SEGMENT_BYTES or SEGMENT_RECORDS at a time."""
+    result = TaskResult()
+    mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
+    try:                                                        # each file must not list them all
+        path = path_display(layout)(mf.path)
+        end = mf.file_size if stop is None else stop
+        cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
+        chunks, segment = [], start    # the parsed chunks of the stretch from segment on
+        for entry in commitlog.walk_file(mf, start=start, stop=stop, check_crc=check_crc,
+                                         is_last=is_last, display_path=path, scanner=fastscan,
+                                         parse_props=bool(pointers)):
+            if isinstance(entry, fastscan.Chunk):
+                _check_chunk(entry, mf, path, result)
+                if pointers:
+                    chunks.append(entry)
+                    if entry.stop - segment >= SEGMENT_BYTES or sum(c.count for c in chunks) >= SEGMENT_RECORDS:
+                        _check_pointers(layout, pointers, mf, segment, entry.stop, chunks, delays, cq_file_size,
+                                        result)
+                        chunks, segment = [], entry.stop
+            elif isinstance(entry, Problem):
+                result.findings.append(Finding("commitlog", entry.kind, path, entry.file_offset, entry.offset,
+                                               entry.message, skipped=entry.skipped))
+                result.skipped += entry.skipped
+            elif isinstance(entry, Blank):
+                result.blanks += 1
+            elif isinstance(entry, EndOfData):
+                result.data_end = entry.offset
+        if pointers:
+            _check_pointers(layout, pointers, mf, segment, end, chunks, delays, cq_file_size, result)
+        chunks = entry = None   # no views of the mapping left: it can be closed
+        result.bytes = end - start
+        result.files = 1 if start == 0 else 0
+    finally:
+        mf.close()
+    return result
+
+
+def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays, cq_file_size, result) -> None:
+    """The units and index entries pointing into [start, stop) of commitlog file cl, against the
+    records scanned there (chunks, parsed).  Those that point elsewhere than at the start of
+    one of them are checked by reading the commitlog there; its pages are let go after."""
+    low, high = cl.file_from_offset + start, cl.file_from_offset + stop
+    records = kernels.scanned(chunks)
+    buf = np.frombuffer(cl.buf, dtype=np.uint8)
+    delay_levels = np.array(delays or [0], dtype=np.int64)
+    read = 0
+    try:
+        for pointer in pointers:
+            if pointer.low >= high or pointer.high < low:
+                continue
+            if pointer.kind == "cq":
+                read += check_units_into(layout, pointer, cq_file_size, cl, buf, records, low, high, delays,
+                                          delay_levels, result)
+            else:
+                read += check_entries_into(layout, pointer, cl, buf, records, low, high, result)
+    finally:
+        del buf
+        if read:
+            cl.release_pages()
+
+
+def _check_chunk(chunk, mf, path: str, result: TaskResult) -> None:
+    c = chunk.columns
+    base = mf.file_from_offset
+    result.records += chunk.count
+    for i in np.flatnonzero(~c["crc_ok"]).tolist():
+        pos = int(c["offset"][i]) - base
+        stored = int.from_bytes(mf.buf[pos + 8:pos + 12], "big", signed=True)
+        body_at = int(c["body_pos"][i])
+        computed = body_crc(mf.buf[body_at:body_at + int(c["body_len"][i])])
+        result.findings.append(Finding("commitlog", "crc-mismatch", path, pos, int(c["offset"][i]),
+                                       "body CRC does not match the body", expected=stored, found=computed))
+    for i in np.flatnonzero(c["physical"] != c["offset"]).tolist():
+        result.findings.append(Finding("commitlog", "offset-mismatch", path, int(c["offset"][i]) - base,
+                                       int(c["offset"][i]), "the physicalOffset field is not the record's offset",
+                                       expected=int(c["offset"][i]), found=int(c["physical"][i])))
+    tx = c["sys_flag"] & 0xC
+    skipped_tx = (tx == PREPARED) | (tx == ROLLBACK)
+    for i in np.flatnonzero(skipped_tx & (c["queue_offset"] != 0)).tolist():
+        result.findings.append(Finding("commitlog", "bad-queue-offset", path, int(c["offset"][i]) - base,
+                                       int(c["offset"][i]), "a prepared or rollback record carries a queue offset",
+                                       expected=0, found=int(c["queue_offset"][i])))
+    rows = np.flatnonzero(~skipped_tx)
+    if not len(rows):
+        return
+    # queue offsets per queue, in commitlog order: each one more than the one before
+    order = rows[np.lexsort((rows, c["queue_id"][rows], c["topic_hash"][rows]))]
+    topics, queues, qoffs = c["topic_hash"][order], c["queue_id"][order], c["queue_offset"][order]
+    starts = np.flatnonzero(np.r_[True, (topics[1:] != topics[:-1]) | (queues[1:] != queues[:-1])])
+    inside = np.ones(len(order), dtype=bool)
+    inside[starts] = False
+    jumps = np.flatnonzero(inside & (qoffs != np.r_[0, qoffs[:-1]] + 1))
+    for j in jumps.tolist():
+        i = int(order[j])
+        result.findings.append(_order_finding(path, base, c, i, int(qoffs[j - 1]) + 1, chunk))
+    ends = np.r_[starts[1:], len(order)] - 1
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        key = (int(topics[s]), int(queues[s]))
+        first, last = int(order[s]), int(order[e])
+        run = result.runs.get(key)
+        if run is None:
+            result.runs[key] = QueueRun(chunk.topic(first), int(queues[s]), int(qoffs[s]),
+                                        int(c["offset"][first]), int(qoffs[e]), int(c["offset"][last]))
+            continue
+        if int(qoffs[s]) != run.last + 1:
+            result.findings.append(_order_finding(path, base, c, first, run.last + 1, chunk))
+        run.last, run.last_offset = int(qoffs[e]), int(c["offset"][last])
+
+
+def _order_finding(path, base, c, i, expected, chunk) -> Finding:
+    offset = int(c["offset"][i])
+    return Finding("commitlog", "queue-offset-order", path, offset - base, offset,
+                   f"queue offsets of {chunk.topic(i)}/{int(c['queue_id'][i])} do not go up one by one",
+                   expected=expected, found=int(c["queue_offset"][i]))
+
+
+def merge_runs(tasks: list[TaskResult], files: list[tuple[str, int]]) -> tuple[dict, list[Finding]]:
+    """Queue offsets must also continue from one commitlog file (or part) to the next.  files:
+    each task's file, as its path and its first offset."""
+    merged: dict = {}
+    findings = []
+    for result, (path, base) in zip(tasks, files):
+        for key, run in result.runs.items():
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = QueueRun(run.topic, run.queue_id, run.first, run.first_offset, run.last,
+                                       run.last_offset)
+                continue
+            if run.first != seen.last + 1:
+                findings.append(Finding("commitlog", "queue-offset-order", path, run.first_offset - base,
+                                        run.first_offset,
+                                        f"queue offsets of {run.topic}/{run.queue_id} do not go up one by one",
+                                        expected=seen.last + 1, found=run.first))
+            seen.last, seen.last_offset = run.last, run.last_offset
+    return merged, findings

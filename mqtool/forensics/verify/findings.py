@@ -1,0 +1,120 @@
+"""What verify-crc reports and passes between its tasks: Finding, the queue runs and
+pointers a task hands on, TaskResult; the problem kinds and their messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mqtool.forensics.verify import kernels
+
+SCOPES = ("commitlog", "cq", "index")
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+PRE_BLANK = (0, 0x7FFFFFFF, 0)   # ConsumeQueue.fillPreBlank's unit
+PREPARED, ROLLBACK = 4, 12
+
+UNIT_PROBLEMS = {
+    kernels.UNIT_NOT_A_RECORD: ("unit-not-a-record", "no valid record starts at the unit's commitlog offset"),
+    kernels.UNIT_SIZE_MISMATCH: ("unit-size-mismatch", "the unit's size is not the record's size"),
+    kernels.UNIT_WRONG_TOPIC: ("unit-wrong-topic", "the record belongs to another topic"),
+    kernels.UNIT_WRONG_QUEUE: ("unit-wrong-queue", "the record belongs to another queue"),
+    kernels.UNIT_WRONG_QUEUE_OFFSET: ("unit-wrong-queue-offset", "the record's queue offset is not the unit's"),
+    kernels.UNIT_WRONG_TAGS_CODE: ("unit-wrong-tags-code", "the unit's tags code is not the record's"),
+    kernels.UNIT_NOT_DISPATCHED: ("unit-not-dispatched",
+                                   "the unit points at a prepared or rollback record, which never get one"),
+}
+ENTRY_PROBLEMS = {
+    kernels.ENTRY_NOT_A_RECORD: ("entry-not-a-record", "no valid record starts at the entry's commitlog offset"),
+    kernels.ENTRY_WRONG_HASH: ("entry-wrong-hash", "no key of the record hashes to the entry's hash"),
+    kernels.ENTRY_NOT_INDEXED: ("entry-not-indexed", "the entry points at a rollback record, which is never indexed"),
+}
+
+
+@dataclass
+class Finding:
+    """One problem: what, where (file and byte offset), what was expected and what was found."""
+
+    scope: str
+    kind: str
+    file: str | None
+    file_offset: int | None
+    offset: int | None
+    message: str
+    expected: object = None
+    found: object = None
+    skipped: int = 0
+
+    def to_json(self) -> dict:
+        out = {"type": "problem", "scope": self.scope, "kind": self.kind, "file": self.file,
+               "fileOffset": self.file_offset, "offset": self.offset, "message": self.message}
+        if self.expected is not None or self.found is not None:
+            out["expected"], out["found"] = self.expected, self.found
+        if self.skipped:
+            out["skippedBytes"] = self.skipped
+        return out
+
+
+@dataclass
+class QueueRun:
+    """What one part of the commitlog says about one queue: its first and last queue offsets."""
+
+    topic: str
+    queue_id: int
+    first: int
+    first_offset: int
+    last: int
+    last_offset: int
+
+
+@dataclass
+class Pointers:
+    """A consume queue or index file, and the span of commitlog offsets its entries point at:
+    a commitlog part checks the entries pointing into it while its pages are in memory."""
+
+    kind: str                 # "cq" or "index"
+    path: str
+    low: int
+    high: int
+    topic: str = ""
+    queue_id: int = 0
+    logical0: int = 0         # cq: the queue offset of the file's first unit
+    first: int = 0            # the first and one past the last entry that point anywhere,
+    last: int = 0             #   sorted by commitlog offset between them (else sorted is False)
+    sorted: bool = True
+    slots: int = 0            # index: maxHashSlotNum, maxIndexNum, the header's beginTimestamp,
+    index_num: int = 0        #        beginTimestamp and endTimestamp, and indexCount
+    begin_timestamp: int = 0
+    end_timestamp: int = 0
+    count: int = 0
+
+
+@dataclass
+class TaskResult:
+    findings: list[Finding] = field(default_factory=list)
+    bytes: int = 0
+    records: int = 0
+    blanks: int = 0
+    units: int = 0
+    entries: int = 0
+    skipped: int = 0
+    runs: dict = field(default_factory=dict)         # (topic hash, queue id) -> QueueRun (commitlog tasks)
+    data_end: int | None = None                       # commitlog tasks: where the data ends in this file
+    queue_max: dict = field(default_factory=dict)    # (topic, queue id) -> max offset (cq tasks)
+    queue_min: dict = field(default_factory=dict)    # (topic, queue id) -> first unit's offset
+    pointers: list = field(default_factory=list)     # cq and index tasks: Pointers of their files
+    files: int = 0
+
+
+def path_display(layout):
+    root = layout.root
+
+    def display(path) -> str:
+        try:
+            return str(Path(path).relative_to(root))
+        except ValueError:
+            return str(path)
+    return display

@@ -1,0 +1,371 @@
+"""verify-crc's compiled checks: consume queue units and index entries against the records they
+point at, and an index file's own structure.
+
+They read the commitlog through mqtool/native/fastscan.py's decoders; verify's commitlog,
+queues and index modules decide what a code means and how to say it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mqtool.native.fastscan import (
+    HAS_DELAY,
+    I64,
+    PARSED,
+    UTF8_IRREGULAR,
+    _decode_at,
+    _i32,
+    _i64,
+    _index_hash,
+    _props,
+    _tags_hash,
+    _utf8_units,
+)
+from mqtool.native.jit import njit
+
+UNIT_OK = 0
+UNIT_NOT_A_RECORD = 1      # no valid record starts at the unit's offset
+UNIT_SIZE_MISMATCH = 2
+UNIT_WRONG_TOPIC = 3
+UNIT_WRONG_QUEUE = 4
+UNIT_WRONG_QUEUE_OFFSET = 5
+UNIT_WRONG_TAGS_CODE = 6
+UNIT_NOT_DISPATCHED = 7    # points at a prepared or rollback record, which never get a unit
+UNIT_IRREGULAR = 8         # tags or topic not plain UTF-8: the caller rechecks in Python
+
+
+@njit(cache=True, nogil=True)
+def check_units(buf, base, limit, offsets, sizes, tags, logical, topic, queue, schedule, delays, found):
+    """For consume-queue units pointing into one commitlog file (buf, starting at base): does
+    each point at a record of this topic (bytes) and queue, at this queue offset, of this size,
+    with this tags code (the delivery time for SCHEDULE_TOPIC_XXXX delay levels)?  Writes a
+    UNIT_* code per unit into found and returns how many are not UNIT_OK."""
+    state = np.zeros(1, dtype=np.int64)
+    bad = 0
+    tl = len(topic)
+    for i in range(len(offsets)):
+        pos = offsets[i] - base
+        code = UNIT_OK
+        if pos < 0 or pos >= limit:
+            code = UNIT_NOT_A_RECORD
+        else:
+            (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
+             plen) = _decode_at(buf, pos, limit)
+            if kind != -1:
+                code = UNIT_NOT_A_RECORD
+            elif total != sizes[i]:
+                code = UNIT_SIZE_MISMATCH
+            elif (flag & 0xC) == 4 or (flag & 0xC) == 0xC:
+                code = UNIT_NOT_DISPATCHED
+            else:
+                same = tlen == tl
+                if same:
+                    for k in range(tl):
+                        if buf[tpos + k] != topic[k]:
+                            same = False
+                            break
+                if not same:
+                    code = UNIT_WRONG_TOPIC
+                elif _i32(buf, pos + 12) != queue:
+                    code = UNIT_WRONG_QUEUE
+                elif _i64(buf, pos + 20) != logical[i]:
+                    code = UNIT_WRONG_QUEUE_OFFSET
+                else:
+                    state[0] = 0
+                    (tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay,
+                     has_delay) = _props(buf, ppos, ppos + plen)
+                    expected = _tags_hash(buf, tags_lo, tags_hi, state)
+                    if schedule and has_delay:
+                        if delay < 0:
+                            state[0] = 1
+                        elif delay > 0:
+                            level = min(delay, len(delays))
+                            expected = ts + delays[level - 1]
+                    if state[0]:
+                        code = UNIT_IRREGULAR
+                    elif expected != tags[i]:
+                        code = UNIT_WRONG_TAGS_CODE
+        found[i] = code
+        if code != UNIT_OK:
+            bad += 1
+    return bad
+
+
+ENTRY_OK = 0
+ENTRY_NOT_A_RECORD = 1     # no valid record at the entry's offset
+ENTRY_WRONG_HASH = 2       # none of the record's keys hashes to the entry's hash
+ENTRY_NOT_INDEXED = 3      # a rollback record, which the index never holds
+ENTRY_IRREGULAR = 4        # keys or topic not plain UTF-8: the caller rechecks in Python
+
+
+@njit(cache=True, nogil=True)
+def check_entries(buf, base, limit, phy, hashes, store_ts, found):
+    """For index entries pointing into one commitlog file: is there a record, is it indexable,
+    does one of its keys (UNIQ_KEY, KEYS pieces) under its topic hash to the entry's hash?
+    store_ts receives the record's store time (for the caller's time checks).  Writes an
+    ENTRY_* code per entry; returns how many are not ENTRY_OK."""
+    state = np.zeros(1, dtype=np.int64)
+    bad = 0
+    for i in range(len(phy)):
+        pos = phy[i] - base
+        code = ENTRY_OK
+        store_ts[i] = 0
+        if pos < 0 or pos >= limit:
+            code = ENTRY_NOT_A_RECORD
+        else:
+            (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
+             plen) = _decode_at(buf, pos, limit)
+            if kind != -1:
+                code = ENTRY_NOT_A_RECORD
+            elif (flag & 0xC) == 0xC:
+                code = ENTRY_NOT_INDEXED
+            else:
+                store_ts[i] = ts
+                state[0] = 0
+                prefix = (_utf8_units(buf, tpos, tpos + tlen, 0, state) * 31 + 35) & 0xFFFFFFFF
+                (tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay,
+                 has_delay) = _props(buf, ppos, ppos + plen)
+                matched = False
+                if uniq_lo >= 0:
+                    matched = _index_hash(_utf8_units(buf, uniq_lo, uniq_hi, prefix, state)) == hashes[i]
+                if not matched and keys_lo >= 0:
+                    a = keys_lo
+                    while a <= keys_hi and not matched:
+                        b = a
+                        while b < keys_hi and buf[b] != 32:
+                            b += 1
+                        if b > a and _index_hash(_utf8_units(buf, a, b, prefix, state)) == hashes[i]:
+                            matched = True
+                        a = b + 1
+                if state[0]:
+                    code = ENTRY_IRREGULAR
+                elif not matched:
+                    code = ENTRY_WRONG_HASH
+        found[i] = code
+        if code != ENTRY_OK:
+            bad += 1
+    return bad
+
+
+# ------------------------------------------------------- an index file's own structure
+
+SLOT_OUT_OF_RANGE = 1      # a slot's value is not an entry number of the file
+SLOT_WRONG_HEAD = 2        # a slot's head entry hashes to another slot
+
+
+@njit(cache=True, nogil=True)
+def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
+    """One pass over an index file's slots and entries 1..count-1 (the layout of
+    formats/index.py): the slots that are used, the slots that point outside the entries or
+    at a head of another slot, and the entries whose hash, time difference or previous-entry
+    link cannot be right.  Writes up to len(bad_*) of them; returns (used slots, bad entries,
+    bad slots, lowest and highest commitlog offset, whether the offsets go up)."""
+    header = 40
+    first = header + slots * 4
+    used = 0
+    n_slots = 0
+    for slot in range(slots):
+        head = _i32(buf, header + slot * 4)
+        if head == 0:
+            continue
+        kind = 0
+        if head < 0 or head >= count:
+            kind = SLOT_OUT_OF_RANGE
+        else:
+            used += 1
+            h = _i32(buf, first + head * 20)
+            if h < 0 or h % slots != slot:
+                kind = SLOT_WRONG_HEAD
+        if kind:
+            if n_slots < len(bad_slots):
+                bad_slots[n_slots] = slot
+                slot_kinds[n_slots] = kind
+            n_slots += 1
+    n_entries = 0
+    low, high, ordered, last = np.int64(-1), np.int64(-1), True, np.int64(-1)
+    for i in range(1, count):
+        at = first + i * 20
+        h = _i32(buf, at)
+        phy = _i64(buf, at + 4)
+        diff = _i32(buf, at + 12)
+        prev = _i32(buf, at + 16)
+        bad = h < 0 or diff < 0 or prev < 0 or prev >= i
+        if not bad and prev > 0:
+            ph = _i32(buf, first + prev * 20)
+            bad = ph < 0 or ph % slots != h % slots
+        if bad:
+            if n_entries < len(bad_entries):
+                bad_entries[n_entries] = i
+            n_entries += 1
+        if i == 1 or phy < low:
+            low = phy
+        if i == 1 or phy > high:
+            high = phy
+        if i > 1 and phy < last:
+            ordered = False
+        last = phy
+    return used, n_entries, n_slots, low, high, ordered
+
+
+# ------------------------------------------ the same checks, against records already scanned
+
+SCANNED = ("offset", "size", "queue_id", "queue_offset", "sys_flag", "store_ts", "topic_hash", "topic_len")
+UNSETTLED = -1    # the columns cannot tell: the kernel reading the commitlog decides
+
+
+def scanned(chunks: list) -> dict:
+    """The columns units and entries are checked against, from consecutive parsed chunks of one
+    file: the scanned records, sorted by offset, with their parse() columns; record r's keys are
+    key_hash[first_key[r]:first_key[r + 1]]."""
+    def joined(arrays):
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays or [np.zeros(0, dtype=I64)])
+
+    out = {k: joined([c.columns[k] for c in chunks]) for k in SCANNED}
+    out.update({k: joined([c.parsed[k] for c in chunks]) for k in PARSED + ("key_hash",)})
+    keys = [np.bincount(c.parsed["key_record"], minlength=c.count) for c in chunks]
+    out["first_key"] = np.concatenate([[0]] + keys).cumsum()
+    return out
+
+
+@njit(cache=True, inline="always")
+def _find(a, value, j):
+    """The first index of sorted a whose value is >= value.  Searched from j on (galloping) when
+    a[j - 1] < value, as when the values come in order; else from the start."""
+    n = len(a)
+    if j > n or (j > 0 and a[j - 1] >= value):
+        j = 0
+    hi, step = j, 1
+    while hi < n and a[hi] < value:
+        j = hi + 1
+        hi, step = j + step, step * 2
+    hi = min(hi, n)
+    while j < hi:
+        mid = (j + hi) >> 1
+        if a[mid] < value:
+            j = mid + 1
+        else:
+            hi = mid
+    return j
+
+
+@njit(cache=True, nogil=True)
+def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_len, queue, schedule, delays, found):
+    """check_units' UNIT_* code for each unit, from the columns of the records (scanned()'s
+    SCANNED and PARSED columns, as a tuple): UNSETTLED where the unit does not point at the start
+    of a scanned record, or the record's strings are not plain UTF-8, or its DELAY is unreadable.
+    The topic is compared by its topic_hash and length (as _check_chunk groups queues).  Returns
+    how many are unsettled."""
+    (offset, size, queue_id, queue_offset, sys_flag, store_ts, t_hash, t_len, tags_hash, delay_level,
+     flags) = records
+    unsettled = 0
+    j = 0
+    for i in range(len(offsets)):
+        j = _find(offset, offsets[i], j)
+        code = UNSETTLED
+        if j < len(offset) and offset[j] == offsets[i] and not flags[j] & UTF8_IRREGULAR:
+            delayed = schedule and (flags[j] & HAS_DELAY) != 0
+            delay = delay_level[j]
+            if not (delayed and delay < 0):
+                expected = tags_hash[j]
+                if delayed and delay > 0:
+                    expected = store_ts[j] + delays[min(delay, len(delays)) - 1]
+                tx = sys_flag[j] & 0xC
+                if size[j] != sizes[i]:
+                    code = UNIT_SIZE_MISMATCH
+                elif tx == 4 or tx == 0xC:
+                    code = UNIT_NOT_DISPATCHED
+                elif t_hash[j] != topic_hash or t_len[j] != topic_len:
+                    code = UNIT_WRONG_TOPIC
+                elif queue_id[j] != queue:
+                    code = UNIT_WRONG_QUEUE
+                elif queue_offset[j] != logical[i]:
+                    code = UNIT_WRONG_QUEUE_OFFSET
+                elif expected != tags[i]:
+                    code = UNIT_WRONG_TAGS_CODE
+                else:
+                    code = UNIT_OK
+        found[i] = code
+        if code == UNSETTLED:
+            unsettled += 1
+    return unsettled
+
+
+@njit(cache=True, nogil=True)
+def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, phy, hashes, ts, found):
+    """check_entries' ENTRY_* code and store time for each entry, from the columns of the
+    records (scanned()): UNSETTLED where the entry does not point at the start of a scanned
+    record, or the record's strings are not plain UTF-8.  Returns how many are unsettled."""
+    unsettled = 0
+    j = 0
+    for i in range(len(phy)):
+        j = _find(offset, phy[i], j)
+        code = UNSETTLED
+        ts[i] = 0
+        if j < len(offset) and offset[j] == phy[i] and not flags[j] & UTF8_IRREGULAR:
+            if (sys_flag[j] & 0xC) == 0xC:
+                code = ENTRY_NOT_INDEXED
+            else:
+                ts[i] = store_ts[j]
+                code = ENTRY_WRONG_HASH
+                for k in range(first_key[j], first_key[j + 1]):
+                    if key_hash[k] == hashes[i]:
+                        code = ENTRY_OK
+                        break
+        found[i] = code
+        if code == UNSETTLED:
+            unsettled += 1
+    return unsettled
+
+
+def topic_hash(topic: str) -> int:
+    """The topic_hash column's value for a topic: FNV-1a of its UTF-8 bytes, as a signed int64."""
+    h = 0xCBF29CE484222325
+    for b in topic.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def check_units_scanned(records: dict, buf, base, limit, offsets, sizes, tags, logical, topic: str, queue,
+                        schedule, delays):
+    """check_units' codes, from the columns of the records (scanned()) instead of their bytes;
+    check_units itself for the units those cannot settle.  Returns (codes, how many units were
+    checked by reading buf)."""
+    found = np.empty(len(offsets), dtype=I64)
+    name = topic.encode("utf-8")
+    unsettled = units_by_records(tuple(records[k] for k in SCANNED + PARSED), offsets, sizes, tags, logical,
+                                 topic_hash(topic), len(name), queue, schedule, delays, found)
+    if unsettled:
+        rest = np.flatnonzero(found == UNSETTLED)
+        codes = np.empty(len(rest), dtype=I64)
+        check_units(buf, base, limit, offsets[rest], sizes[rest], tags[rest], logical[rest],
+                    np.frombuffer(name, dtype=np.uint8), queue, schedule, delays, codes)
+        found[rest] = codes
+    return found, unsettled
+
+
+def check_entries_scanned(records: dict, buf, base, limit, phy, hashes, store_ts):
+    """check_entries' codes and store times (into store_ts), from the columns of the records
+    (scanned()) instead of their bytes; check_entries itself for the entries those cannot settle.
+    Returns (codes, how many entries were checked by reading buf)."""
+    found = np.empty(len(phy), dtype=I64)
+    unsettled = entries_by_records(records["offset"], records["sys_flag"], records["store_ts"], records["flags"],
+                                   records["first_key"], records["key_hash"], phy, hashes, store_ts, found)
+    if unsettled:
+        rest = np.flatnonzero(found == UNSETTLED)
+        codes, times = np.empty(len(rest), dtype=I64), np.empty(len(rest), dtype=I64)
+        check_entries(buf, base, limit, phy[rest], hashes[rest], times, codes)
+        found[rest], store_ts[rest] = codes, times
+    return found, unsettled
+
+
+def warm_up() -> None:
+    """Load these kernels from the compile cache now (see fastscan.warm_up)."""
+    buf = np.frombuffer(bytes(64), dtype=np.uint8)           # read-only, like a file mapping
+    one = np.zeros(1, dtype=I64)
+    check_units(buf, 0, 64, one, one, one, one, np.frombuffer(b"T", dtype=np.uint8), 0, False, one, one.copy())
+    check_entries(buf, 0, 64, one, one, one.copy(), one.copy())
+    index_structure(buf, 1, 1, one.copy(), one.copy(), one.copy())
+    records = scanned([])
+    check_units_scanned(records, buf, 0, 64, one, one, one, one, "T", 0, False, one)
+    check_entries_scanned(records, buf, 0, 64, one, one, one.copy())

@@ -1,0 +1,173 @@
+"""verify-crc's cq scope: each consume queue's units read and checked against the records
+they point at.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mqtool.forensics.verify import kernels
+from mqtool.forensics.verify.findings import (
+    PRE_BLANK,
+    UNIT_DTYPE,
+    UNIT_PROBLEMS,
+    Finding,
+    Pointers,
+    TaskResult,
+    path_display,
+)
+from mqtool.formats.commitlog import RecordError, decode_entry
+from mqtool.formats.consumequeue import UNIT_SIZE
+from mqtool.native import fastscan
+from mqtool.storage.consumequeue import ConsumeQueue
+from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, from_record
+from mqtool.storage.mappedfile import MappedFile
+
+# ------------------------------------------------------------- consume queues
+
+def read_units(mf):
+    """A consume queue file's units as int64 columns, with the masks that classify them."""
+    count = mf.file_size // UNIT_SIZE
+    units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=count)
+    offsets = units["offset"].astype(np.int64)
+    sizes = units["size"].astype(np.int64)
+    tags = units["tags"].astype(np.int64)
+    pre_blank = (offsets == 0) & (sizes == PRE_BLANK[1]) & (tags == 0)
+    valid = (offsets >= 0) & (sizes > 0) & ~pre_blank
+    return offsets, sizes, tags, pre_blank, valid
+
+
+def cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
+    """Check one consume queue on its own: invalid units, holes, pre-blank units where they may
+    be; and say which commitlog offsets each of its files points at."""
+    result = TaskResult()
+    display = path_display(layout)
+    cq = ConsumeQueue(topic, queue_id, Path(directory), layout.consume_queue_file_size())
+    try:
+        for problem in cq.files.problems:
+            result.findings.append(Finding("cq", problem.kind, display(problem.path), None, None, problem.message))
+        seen_end = False        # an invalid or empty unit was met: every later written unit is a hole
+        expected_next = None
+        for mf in cq.files:
+            path = display(mf.path)
+            offsets, sizes, tags, pre_blank, valid = read_units(mf)
+            count = len(offsets)
+            result.bytes += mf.file_size
+            result.files += 1
+            written = (offsets != 0) | (sizes != 0) | (tags != 0)
+            if mf is cq.files.files[0]:
+                stray = pre_blank.copy()     # pre-blanks only before the first unit
+                stray[:len(stray) if stray.all() else int(np.argmin(stray))] = False
+            else:
+                stray = pre_blank
+            last_written = int(np.flatnonzero(written)[-1]) if written.any() else -1
+            logical0 = mf.file_from_offset // UNIT_SIZE
+            for i in np.flatnonzero((written & ~valid & ~pre_blank) | stray).tolist():
+                result.findings.append(Finding("cq", "invalid-unit", path, i * UNIT_SIZE, int(offsets[i]),
+                                               f"unit {logical0 + i} is not a valid unit",
+                                               found=[int(offsets[i]), int(sizes[i]), int(tags[i])]))
+            holes = np.flatnonzero(~written[:max(last_written, 0)])
+            if seen_end and last_written >= 0 and not written[0]:
+                holes = np.r_[0, holes]
+            for i in holes.tolist():
+                result.findings.append(Finding("cq", "cq-hole", path, i * UNIT_SIZE, None,
+                                               f"unit {logical0 + i} is empty but later units are written"))
+            if last_written >= 0 and expected_next is not None and logical0 > expected_next:
+                result.findings.append(Finding("cq", "cq-hole", path, 0, None,
+                                               f"units {expected_next}..{logical0 - 1} are missing (no file)"))
+            if last_written < count - 1:
+                seen_end = True
+            if last_written >= 0:
+                expected_next = logical0 + last_written + 1
+            result.units += int(valid.sum())
+            if valid.any():
+                rows = np.flatnonzero(valid)
+                pointed = offsets[rows]
+                first, last = int(rows[0]), int(rows[-1]) + 1
+                in_order = bool(valid[first:last].all() and (np.diff(pointed) > 0).all())
+                result.pointers.append(Pointers("cq", str(mf.path), int(pointed.min()), int(pointed.max()),
+                                                topic=topic, queue_id=queue_id, logical0=logical0,
+                                                first=first, last=last, sorted=in_order))
+        result.queue_max[(topic, queue_id)] = expected_next if expected_next is not None else cq.min_offset()
+        result.queue_min[(topic, queue_id)] = cq.min_offset()
+    finally:
+        cq.close()
+    return result
+
+
+def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records, low: int, high: int, delays,
+                      delay_levels, result) -> int:
+    """The units of one consume queue file that point into [low, high) of commitlog file cl
+    (buf), whose records there are `records` (kernels.scanned).  Returns how many of them
+    were checked by reading the commitlog."""
+    mf = MappedFile(pointer.path, file_size, strict=False)
+    schedule = pointer.topic == SCHEDULE_TOPIC
+    try:
+        if pointer.sorted:   # a binary search finds the units pointing here; convert only those
+            raw = np.frombuffer(mf.buf, dtype=np.uint8)
+            a = fastscan.lower_bound(raw, 0, UNIT_SIZE, pointer.first, pointer.last, low)
+            b = fastscan.lower_bound(raw, 0, UNIT_SIZE, a, pointer.last, high)
+            del raw
+            units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=b - a, offset=a * UNIT_SIZE)
+            rows = np.arange(a, b)
+            offsets, sizes, tags = (units[k].astype(np.int64) for k in ("offset", "size", "tags"))
+            del units
+        else:
+            offsets, sizes, tags, _, valid = read_units(mf)
+            rows = np.flatnonzero(valid & (offsets >= low) & (offsets < high))
+            offsets, sizes, tags = offsets[rows], sizes[rows], tags[rows]
+        if not len(rows):
+            return 0
+        found, read = kernels.check_units_scanned(records, buf, cl.file_from_offset, cl.file_size, offsets, sizes,
+                                                   tags, pointer.logical0 + rows, pointer.topic, pointer.queue_id,
+                                                   schedule, delay_levels)
+        bad = np.flatnonzero(found)
+        rows, offsets, sizes, tags, codes = rows[bad], offsets[bad], sizes[bad], tags[bad], found[bad]
+        if len(rows):
+            path = path_display(layout)(mf.path)
+            for j, i in enumerate(rows.tolist()):
+                finding = _unit_finding(int(codes[j]), cl, path, i, pointer.logical0 + i, offsets[j], sizes[j],
+                                        tags[j], pointer.topic, pointer.queue_id, delays)
+                if finding is not None:
+                    result.findings.append(finding)
+        return read
+    finally:
+        mf.close()
+
+
+def _unit_finding(code, cl, path, i, logical, offset, size, tags, topic, queue_id, delays) -> Finding | None:
+    offset, size, tags = int(offset), int(size), int(tags)
+    if code == kernels.UNIT_IRREGULAR:   # decode in Python, as the broker's Java strings do
+        try:
+            record = decode_entry(cl.buf, offset - cl.file_from_offset, cl.file_size, cl.file_from_offset)
+        except RecordError:
+            return Finding("cq", "unit-not-a-record", path, i * UNIT_SIZE, offset,
+                           "no valid record starts at the unit's commitlog offset")
+        if record.topic != topic:
+            return Finding("cq", "unit-wrong-topic", path, i * UNIT_SIZE, offset,
+                           "the record belongs to another topic", expected=topic, found=record.topic)
+        expected_tags = from_record(record, delays).tags_code
+        if expected_tags != tags:
+            return Finding("cq", "unit-wrong-tags-code", path, i * UNIT_SIZE, offset,
+                           "the unit's tags code is not the record's", expected=expected_tags, found=tags)
+        return None
+    kind, message = UNIT_PROBLEMS[code]
+    expected = found = None
+    if code in (kernels.UNIT_SIZE_MISMATCH, kernels.UNIT_WRONG_QUEUE, kernels.UNIT_WRONG_QUEUE_OFFSET,
+                kernels.UNIT_WRONG_TOPIC, kernels.UNIT_WRONG_TAGS_CODE):
+        try:
+            record = decode_entry(cl.buf, offset - cl.file_from_offset, cl.file_size, cl.file_from_offset)
+        except RecordError:
+            record = None
+        if record is not None:
+            expected, found = {
+                kernels.UNIT_SIZE_MISMATCH: (record.total_size, size),
+                kernels.UNIT_WRONG_QUEUE: (queue_id, record.queue_id),
+                kernels.UNIT_WRONG_QUEUE_OFFSET: (logical, record.queue_offset),
+                kernels.UNIT_WRONG_TOPIC: (topic, record.topic),
+                kernels.UNIT_WRONG_TAGS_CODE: (from_record(record, delays).tags_code, tags),
+            }[code]
+    return Finding("cq", kind, path, i * UNIT_SIZE, offset, f"unit {logical}: {message}", expected=expected,
+                   found=found)

@@ -1,0 +1,508 @@
+"""The commitlog walk, compiled: records of a mapped file as numpy columns.
+
+mqtool/storage/commitlog.py is the reference walker (one Record object per record);
+commands that must read gigabytes per second (verify-crc, rebuild-cq,
+recovery's re-dispatch) use these kernels instead, which decode the same
+layout (mqtool/formats/commitlog.py) into arrays, check body CRCs with
+ISA-L, and parse what dispatch needs from the properties (tags hash code,
+delay level, the Java hash codes of the index keys).  They stop at the first
+entry that is not a valid record and say why; the caller resynchronises with
+commitlog.resync, the same as the reference walker.  tests/test_fastscan.py
+checks every column against the reference walker on the fixtures and on
+damaged copies.
+
+verify-crc's own kernels (units and index entries against the records they
+point at) are mqtool/forensics/verify/kernels.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mqtool.native.jit import crc32, njit, prefetch
+
+I64 = np.int64
+
+# scan_records stops with one of these
+REACHED_LIMIT = 0
+BLANK = 1
+ZEROS = 2
+DAMAGE = 3
+FULL = 4
+
+# damage reasons (the reference walker's RecordError kinds)
+REASONS = {1: "bad-magic", 2: "bad-size", 3: "bad-length", 4: "bad-blank", 5: "truncated"}
+
+MAGIC_V1 = 0xDAA320A7
+MAGIC_V2 = 0xDAA320AB
+BLANK_MAGIC = 0xCBD43194
+MIN_RECORD = 91
+
+# per-record flag bits set by parse_records
+UTF8_IRREGULAR = 1     # topic or a parsed property is not plain UTF-8: recompute in Python
+HAS_DELAY = 2
+
+
+@njit(cache=True, inline="always")
+def _u32(buf, p):
+    return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+
+
+@njit(cache=True, inline="always")
+def _i32(buf, p):
+    v = _u32(buf, p)
+    return v - 0x100000000 if v >= 0x80000000 else v
+
+
+@njit(cache=True, inline="always")
+def _i64(buf, p):
+    return (_u32(buf, p) << 32) | _u32(buf, p + 4)
+
+
+@njit(cache=True, inline="always")
+def _decode_at(buf, pos, limit):
+    """One entry at pos: (kind, reason, total, magic, sysFlag, storeTimestamp, body pos, body length,
+    topic pos, topic length, properties pos, properties length).  kind is -1 for a record, else
+    BLANK, ZEROS or DAMAGE (with a reason code); the layout is formats/commitlog.py's."""
+    if limit - pos < 8:
+        for k in range(pos, limit):
+            if buf[k] != 0:
+                return DAMAGE, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+        return ZEROS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+    total = _i32(buf, pos)
+    magic = _u32(buf, pos + 4)
+    if magic == BLANK_MAGIC:
+        if total < 8 or total != limit - pos:
+            return DAMAGE, 4, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
+        return BLANK, 0, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        if total == 0 and magic == 0:
+            return ZEROS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+        return DAMAGE, 1, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
+    if total < MIN_RECORD or total > limit - pos:
+        return DAMAGE, 2, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
+    end = pos + total
+    flag = _i32(buf, pos + 36)
+    p = pos + 48 + (20 if flag & 0x10 else 8)
+    ts = _i64(buf, p)
+    p += 8 + (20 if flag & 0x20 else 8)
+    if p + 16 > end:
+        return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
+    blen = _i32(buf, p + 12)
+    p += 16
+    if blen < 0 or p + blen > end:
+        return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
+    bpos = p
+    p += blen
+    if magic == MAGIC_V2:
+        if p + 2 > end:
+            return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
+        tlen = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
+        if tlen >= 0x8000:
+            tlen -= 0x10000
+        p += 2
+    else:
+        if p + 1 > end:
+            return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
+        tlen = np.int64(buf[p])
+        if tlen >= 0x80:
+            tlen -= 0x100
+        p += 1
+    if tlen < 0 or p + tlen + 2 > end:
+        return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
+    tpos = p
+    p += tlen
+    plen = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
+    if plen >= 0x8000:
+        plen -= 0x10000
+    p += 2
+    if plen < 0 or p + plen != end:
+        return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
+    return -1, 0, total, magic, flag, ts, bpos, blen, tpos, tlen, p, plen
+
+
+@njit(cache=True, inline="always")
+def _fnv(buf, p, n):
+    """FNV-1a of buf[p:p+n] as int64: groups records by topic without Python strings."""
+    h = np.uint64(0xCBF29CE484222325)
+    for k in range(n):
+        h = (h ^ np.uint64(buf[p + k])) * np.uint64(0x100000001B3)
+    return np.int64(h)
+
+
+PARSE_EVERY = 64   # scan_records parses the records it decoded every this many, while they are in the cache
+
+
+@njit(cache=True, nogil=True)
+def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, queue_offset, physical,
+                 sys_flag, store_ts, crc_ok, magic_out, body_pos, body_len, topic_pos, topic_len,
+                 props_pos, props_len, topic_hash, parse, tags_hash, delay_level, flags, key_cap, key_record,
+                 key_hash):
+    """Decode records from pos while they are valid; with parse, also parse_records them as it
+    goes.  Returns (count, stop position, stop kind, damage reason, blank size, number of keys)."""
+    addr = buf.ctypes.data
+    n = parsed = keys = 0
+    kind = reason = blank = 0
+    while True:
+        if n >= cap:
+            kind = FULL
+            break
+        if pos >= limit:
+            kind = REACHED_LIMIT
+            break
+        if limit - pos >= 8:
+            ahead = _i32(buf, pos)
+            if 0 < ahead and pos + 9 * ahead <= limit:
+                # records of one size are common: the header and the tail (topic, properties)
+                # of the record 8 ahead, so that they are in the cache when the walk gets there
+                prefetch(addr + pos + 8 * ahead)
+                prefetch(addr + pos + 9 * ahead - 1)
+        (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
+         plen) = _decode_at(buf, pos, limit)
+        if kind == BLANK:
+            blank = total
+            break
+        if kind != -1:
+            break
+        ok = True
+        if check_crc:
+            crc = 0
+            if blen > 0:
+                crc = crc32(0, addr + bpos, blen) & 0x7FFFFFFF
+            ok = crc == _i32(buf, pos + 8)
+        offset[n] = base + pos
+        size[n] = total
+        queue_id[n] = _i32(buf, pos + 12)
+        queue_offset[n] = _i64(buf, pos + 20)
+        physical[n] = _i64(buf, pos + 28)
+        sys_flag[n] = flag
+        store_ts[n] = ts
+        crc_ok[n] = ok
+        magic_out[n] = magic
+        body_pos[n] = bpos
+        body_len[n] = blen
+        topic_pos[n] = tpos
+        topic_len[n] = tlen
+        props_pos[n] = ppos
+        props_len[n] = plen
+        topic_hash[n] = _fnv(buf, tpos, tlen)
+        n += 1
+        pos += total
+        if parse and n - parsed == PARSE_EVERY:
+            keys = parse_records(buf, parsed, n, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
+                                 delay_level, flags, key_cap, keys, key_record, key_hash)
+            parsed = n
+    if parse:
+        keys = parse_records(buf, parsed, n, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
+                             delay_level, flags, key_cap, keys, key_record, key_hash)
+    return n, pos, kind, reason, blank, keys
+
+
+@njit(cache=True, nogil=True)
+def hop_to(buf, pos, limit, target):
+    """Hop over record headers (totalSize and magic only) from pos to the first record that
+    starts at or after target: where a file can be split into parts.  -1 when an entry that is
+    not a record comes first."""
+    addr = buf.ctypes.data
+    while limit - pos >= 8:
+        total = _i32(buf, pos)
+        if 0 < total and pos + 16 * total < limit:
+            prefetch(addr + pos + 16 * total)   # records of one size are common: their headers ahead
+        magic = _u32(buf, pos + 4)
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD or total > limit - pos:
+            return -1
+        if pos >= target:
+            return pos
+        pos += total
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def lower_bound(buf, start, stride, lo, hi, value):
+    """The first i in [lo, hi) whose big-endian int64 at start + i * stride is >= value (a
+    binary search over consume queue units or index entries, sorted by commitlog offset)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _i64(buf, start + mid * stride) < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, inline="always")
+def _cont(buf, p):
+    return (np.int64(buf[p]) & 0xC0) == 0x80
+
+
+@njit(cache=True, inline="always")
+def _utf8_units(buf, p, end, h, state):
+    """Feed the UTF-8 bytes buf[p:end] as UTF-16 code units into a Java hash h.  Malformed
+    UTF-8 sets state[0] = 1: the caller then recomputes that record in Python, which decodes
+    malformed input as Java does (replacement characters)."""
+    while p < end:
+        b = np.int64(buf[p])
+        if b < 0x80:
+            h = (h * 31 + b) & 0xFFFFFFFF
+            p += 1
+        elif 0xC2 <= b < 0xE0 and p + 1 < end and _cont(buf, p + 1):
+            h = (h * 31 + (((b & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F))) & 0xFFFFFFFF
+            p += 2
+        elif 0xE0 <= b < 0xF0 and p + 2 < end and _cont(buf, p + 1) and _cont(buf, p + 2) \
+                and not (b == 0xE0 and buf[p + 1] < 0xA0) and not (b == 0xED and buf[p + 1] >= 0xA0):
+            cp = ((b & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6) | (np.int64(buf[p + 2]) & 0x3F)
+            h = (h * 31 + cp) & 0xFFFFFFFF
+            p += 3
+        elif 0xF0 <= b < 0xF5 and p + 3 < end and _cont(buf, p + 1) and _cont(buf, p + 2) \
+                and _cont(buf, p + 3) and not (b == 0xF0 and buf[p + 1] < 0x90) \
+                and not (b == 0xF4 and buf[p + 1] >= 0x90):
+            cp = (((b & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
+                  | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)) - 0x10000
+            h = (h * 31 + (0xD800 + (cp >> 10))) & 0xFFFFFFFF
+            h = (h * 31 + (0xDC00 + (cp & 0x3FF))) & 0xFFFFFFFF
+            p += 4
+        else:
+            state[0] = 1
+            p += 1
+    return h
+
+
+@njit(cache=True, inline="always")
+def _index_hash(h):
+    if h >= 0x80000000:
+        h -= 0x100000000
+    if h == -0x80000000:
+        return 0
+    return -h if h < 0 else h
+
+
+@njit(cache=True, inline="always")
+def _is_name(buf, p, end, a, b, c, d, e, f, g, hh, length):
+    """Does buf[p:end] equal the ASCII name given as up to 8 byte codes (length of them)?"""
+    if end - p != length:
+        return False
+    codes = (a, b, c, d, e, f, g, hh)
+    for k in range(length):
+        if buf[p + k] != codes[k]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _props(buf, p, end):
+    """The properties the store reads, found in buf[p:end] by the broker's rules (pairs split on
+    0x02, name and value on the first 0x01, empty names or values skipped, the last duplicate
+    wins): (TAGS lo, hi, KEYS lo, hi, UNIQ_KEY lo, hi, DELAY value or -1 if unreadable, has DELAY)."""
+    tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi = -1, -1, -1, -1, -1, -1
+    delay = 0
+    has_delay = False
+    while p < end:
+        q = p
+        while q < end and buf[q] != 2:
+            q += 1
+        s = p
+        while s < q and buf[s] != 1:
+            s += 1
+        if s > p and s < q - 1:
+            if _is_name(buf, p, s, 84, 65, 71, 83, 0, 0, 0, 0, 4):            # TAGS
+                tags_lo, tags_hi = s + 1, q
+            elif _is_name(buf, p, s, 75, 69, 89, 83, 0, 0, 0, 0, 4):          # KEYS
+                keys_lo, keys_hi = s + 1, q
+            elif _is_name(buf, p, s, 85, 78, 73, 81, 95, 75, 69, 89, 8):      # UNIQ_KEY
+                uniq_lo, uniq_hi = s + 1, q
+            elif _is_name(buf, p, s, 68, 69, 76, 65, 89, 0, 0, 0, 5):         # DELAY
+                has_delay = True
+                value = 0
+                valid = q - s - 1 <= 10
+                for k in range(s + 1, q):
+                    c = buf[k]
+                    if c < 48 or c > 57:
+                        valid = False
+                        break
+                    value = value * 10 + (c - 48)
+                delay = value if valid and value <= 0x7FFFFFFF else -1
+        p = q + 1
+    return tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay, has_delay
+
+
+@njit(cache=True, inline="always")
+def _tags_hash(buf, lo, hi, state):
+    if lo < 0:
+        return 0
+    h = _utf8_units(buf, lo, hi, 0, state)
+    return h - 0x100000000 if h >= 0x80000000 else h
+
+
+@njit(cache=True, nogil=True)
+def parse_records(buf, start, n, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
+                  delay_level, flags, key_cap, keys, key_record, key_hash):
+    """From the properties of records start..n-1: the Java hash of TAGS, the DELAY level and the
+    index keys (UNIQ_KEY first, then each KEYS piece) with their index hash of `topic#key`,
+    added after the first `keys` keys.  Returns the number of keys then (stops adding keys at
+    key_cap)."""
+    state = np.zeros(1, dtype=np.int64)
+    for i in range(start, n):
+        state[0] = 0
+        tp, tl = topic_pos[i], topic_len[i]
+        prefix = (_utf8_units(buf, tp, tp + tl, 0, state) * 31 + 35) & 0xFFFFFFFF   # "topic#"
+        p = props_pos[i]
+        (tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay,
+         has_delay) = _props(buf, p, p + props_len[i])
+        tags_hash[i] = _tags_hash(buf, tags_lo, tags_hi, state)
+        delay_level[i] = delay if has_delay else 0
+        if (sys_flag[i] & 0xC) != 0xC:    # rollback records are not indexed
+            if uniq_lo >= 0 and keys < key_cap:
+                key_record[keys] = i
+                key_hash[keys] = _index_hash(_utf8_units(buf, uniq_lo, uniq_hi, prefix, state))
+                keys += 1
+            if keys_lo >= 0:
+                a = keys_lo
+                while a <= keys_hi:
+                    b = a
+                    while b < keys_hi and buf[b] != 32:
+                        b += 1
+                    if b > a and keys < key_cap:
+                        key_record[keys] = i
+                        key_hash[keys] = _index_hash(_utf8_units(buf, a, b, prefix, state))
+                        keys += 1
+                    a = b + 1
+        f = HAS_DELAY if has_delay else 0
+        if state[0]:
+            f |= UTF8_IRREGULAR
+        flags[i] = f
+    return keys
+
+
+@dataclass
+class Chunk:
+    """Records decoded from one file: numpy columns, plus where and why the scan stopped.
+
+    buf is the file's bytes (a uint8 array over its mapping): the *_pos columns
+    point into it.  The commitlog walker yields these in its chunked mode."""
+
+    count: int
+    stop: int            # file position where decoding stopped
+    kind: int            # REACHED_LIMIT, BLANK, ZEROS, DAMAGE or FULL
+    reason: str | None   # for DAMAGE
+    blank_size: int
+    columns: dict
+    buf: object = None
+    path: str | None = None
+    parsed: dict | None = None    # parse()'s columns, when someone has computed them
+    names: dict | None = None     # topic_hash -> topic, for a chunk sent on without its buf
+
+    def take(self, mask) -> "Chunk":
+        """The records where mask is true (a walk window's edges)."""
+        columns = {k: v[mask] for k, v in self.columns.items()}
+        parsed = None
+        if self.parsed is not None:
+            mask = np.asarray(mask, dtype=np.bool_)
+            parsed = {k: self.parsed[k][mask] for k in ("tags_hash", "delay_level", "flags")}
+            kept = mask[self.parsed["key_record"]]
+            renumber = np.cumsum(mask) - 1           # old record number -> new
+            parsed["key_record"] = renumber[self.parsed["key_record"][kept]]
+            parsed["key_hash"] = self.parsed["key_hash"][kept]
+        return Chunk(len(columns["offset"]), self.stop, self.kind, self.reason, self.blank_size, columns,
+                     self.buf, self.path, parsed, self.names)
+
+    def topic(self, i: int) -> str:
+        if self.buf is None:
+            return self.names[int(self.columns["topic_hash"][i])]
+        p, n = int(self.columns["topic_pos"][i]), int(self.columns["topic_len"][i])
+        return bytes(self.buf[p:p + n]).decode("utf-8", "replace")
+
+    def detached(self, keep=None) -> "Chunk":
+        """This chunk without its buf (to send to another process): the parsed columns and the
+        topic names come along, the *_pos columns (which point into buf) stay behind unless kept."""
+        if self.parsed is None:
+            self.parsed = parse(self.buf, self)
+        hashes, first = np.unique(self.columns["topic_hash"], return_index=True)
+        names = {int(h): self.topic(int(i)) for h, i in zip(hashes, first)}
+        columns = {k: v for k, v in self.columns.items() if keep is None or k in keep}
+        return Chunk(self.count, self.stop, self.kind, self.reason, self.blank_size, columns, None, self.path,
+                     self.parsed, names)
+
+
+COLUMNS = ("offset", "size", "queue_id", "queue_offset", "physical", "sys_flag", "store_ts", "crc_ok", "magic",
+           "body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len", "topic_hash")
+
+
+PARSED = ("tags_hash", "delay_level", "flags")
+
+
+def scan(buf, pos: int, limit: int, base: int, check_crc: bool = True, cap: int = 1 << 16,
+         parse_props: bool = False, key_factor: int = 4) -> Chunk:
+    """Decode up to cap records from buf[pos:limit] (buf: the file's bytes as a uint8 array).
+    parse_props: also fill chunk.parsed (parse()'s columns), in the same pass over the bytes."""
+    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in COLUMNS}
+    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
+    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
+    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    n, stop, kind, reason, blank, keys = scan_records(
+        buf, pos, limit, base, check_crc, cap, *(cols[c] for c in COLUMNS), parse_props,
+        *(parsed[c] for c in PARSED), key_cap, parsed["key_record"], parsed["key_hash"])
+    chunk = Chunk(n, stop, kind, REASONS.get(reason), blank, {k: v[:n] for k, v in cols.items()}, buf)
+    if parse_props:
+        if keys < key_cap:
+            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:n] for k, v in parsed.items()}
+        else:   # more keys than room: parse() again, which makes room
+            chunk.parsed = parse(buf, chunk, key_factor * 4)
+    return chunk
+
+
+def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
+    """parse_records for a chunk: tags_hash, delay_level, flags columns and the index keys
+    (key_record, key_hash)."""
+    c = chunk.columns
+    n = chunk.count
+    out = {name: np.empty(n, dtype=I64) for name in PARSED}
+    cap = max(16, key_factor * n)
+    while True:
+        key_record = np.empty(cap, dtype=I64)
+        key_hash = np.empty(cap, dtype=I64)
+        keys = parse_records(buf, 0, n, c["sys_flag"], c["topic_pos"], c["topic_len"], c["props_pos"],
+                             c["props_len"], out["tags_hash"], out["delay_level"], out["flags"], cap, 0,
+                             key_record, key_hash)
+        if keys < cap:
+            break
+        cap *= 4   # more keys than room: do it again with more room
+    out["key_record"] = key_record[:keys]
+    out["key_hash"] = key_hash[:keys]
+    return out
+
+
+
+PART_BYTES = 128 << 20   # files are walked in parts of about this size where work is spread out
+
+
+def split_points(mf, part_bytes: int | None = None) -> list[int]:
+    """Record boundaries about part_bytes (PART_BYTES) apart where a file can be cut into parts
+    that are walked on their own, in parallel.  Found by hopping over record headers, which is
+    quick; the hop's pages are let go as it goes.  mf: a storage.mappedfile.MappedFile."""
+    part_bytes = part_bytes or PART_BYTES
+    if mf.file_size < 2 * part_bytes:
+        return []
+    buf = np.frombuffer(mf.buf, dtype=np.uint8)
+    marks, pos = [], 0
+    try:
+        while pos + 2 * part_bytes <= mf.file_size:
+            pos = hop_to(buf, pos, mf.file_size, pos + part_bytes)
+            if pos < 0:
+                break
+            marks.append(pos)
+            mf.drop_pages_before(pos)
+    finally:
+        del buf
+    return marks
+
+
+def warm_up() -> None:
+    """Load every kernel from the compile cache now, with the argument types of the real
+    calls (a read-only mapping is a different array type to numba), so that forked
+    workers inherit them instead of each loading them again."""
+    buf = np.frombuffer(bytes(64), dtype=np.uint8)           # read-only, like a file mapping
+    scan(buf, 0, 64, 0, True, 1)
+    hop_to(buf, 0, 64, 64)
+    lower_bound(buf, 0, 20, 0, 1, 0)

@@ -1,0 +1,335 @@
+"""mqtool on Apache Spark: PySpark data sources for store files, the session, and the Spark engine.
+
+    spark.read.format("rocketmq").load("/data/rocketmq/store")       # one row per commitlog record
+    spark.read.format("rocketmq_cq").load("/data/brokers")           # one row per consume queue unit
+
+The data sources use the Python Data Source API (pyspark.sql.datasource, PySpark
+>= 4.1 for filter pushdown).  Every input partition is one file, described by a
+pipeline partition, and decoded in Spark's Python workers by the same
+generators `--engine local` runs (mqtool.pipeline.engines), handed to Spark as Arrow
+batches of a few thousand rows, so memory stays flat.  The workers import
+mqtool, so it must be installed where they run (see README.md).
+
+pyspark and pyarrow are imported here only; nothing else in mqtool imports this
+module unless `--engine spark` is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from mqtool.errors import UsageError
+from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline.arrow import arrow_schema, to_arrow
+
+FORMAT = "rocketmq"
+CQ_FORMAT = "rocketmq_cq"
+
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+SESSION_CONF = {
+    # needed for option("pushdown", "true"); readers without pushFilters are not affected
+    PUSHDOWN: "true",
+    # topic=123/ is a topic named "123", not a number, when an export is read back
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+LOCAL_CONF = {"spark.ui.enabled": "false"}
+
+_OPS = {EqualTo: "eq", In: "in", GreaterThan: "gt", GreaterThanOrEqual: "ge", LessThan: "lt",
+        LessThanOrEqual: "le"}
+
+
+# ------------------------------------------------------------------ data sources
+def _flag(options, name: str, default: bool) -> bool:
+    value = options.get(name)
+    return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _stores(options) -> list[pipeline.Store]:
+    """The stores of load(PATH), load([PATHS]) or .option("paths", JSON list), each a store,
+    NAME=PATH, or a directory of stores; .option("config", broker.conf) and .option("set",
+    "KEY=VALUE,...") apply to every one."""
+    paths = json.loads(options["paths"]) if options.get("paths") else []
+    if options.get("path"):
+        paths.append(options["path"])
+    if not paths:
+        raise UsageError('give the store: spark.read.format("rocketmq").load("/path/to/store")')
+    settings = options.get("set")
+    settings = [s for s in settings.split(",") if s.strip()] if settings else []
+    return pipeline.find_stores(paths, options.get("config"), settings)
+
+
+class _Reader(DataSourceReader):
+    """Shared by both sources: stores from the options, one partition per file.  This class has no
+    pushFilters: Spark refuses a reader that has one while spark.sql.python.filterPushdown.enabled
+    is off, and with it on Spark 4.1 to 4.3 reuse one query's pushed filters for later queries of
+    the same DataFrame (see _Pushdown)."""
+
+    def __init__(self, options):
+        self.stores = _stores(options)
+        self.filters = pipeline.Filters()
+
+
+class _Pushdown:
+    """pushFilters for option("pushdown", "true"): EqualTo/In on broker, topic and queueId, ranges
+    on storeTimestamp and commitLogOffset (files outside the offsets are not read, records
+    outside the filters are skipped before their row is built).  Spark 4.1 to 4.3 keep the
+    pushed reader on the DataFrame's relation, so a later query of the same DataFrame (or
+    temporary view) that has no filters reads with the earlier filters and misses rows: use
+    pushdown on a DataFrame that serves one query."""
+
+    unpushable = ()
+
+    def pushFilters(self, filters):
+        for f in filters:
+            op = _OPS.get(type(f))
+            column = f.attribute[0] if op and len(f.attribute) == 1 else None
+            if column is None or column in self.unpushable or not self.filters.push(op, column, f.value):
+                yield f
+
+
+def _pushdown_wanted(options) -> bool:
+    return _flag(options, "pushdown", False)
+
+
+class CommitLogReader(_Reader):
+    def __init__(self, options):
+        super().__init__(options)
+        self.with_body = _flag(options, "withBody", False)
+        self.with_problems = _flag(options, "problems", False)
+        self.check_crc = _flag(options, "checkCrc", True)
+
+    def partitions(self):
+        return [InputPartition(p) for p in pipeline.commitlog_parts(self.stores, self.filters)]
+
+    def read(self, partition):
+        schema = arrow_schema(pipeline.columns(self.with_body))
+        rows = pipeline.rows(partition.value, self.filters, with_body=self.with_body,
+                             with_problems=self.with_problems, check_crc=self.check_crc)
+        for batch in pipeline.batches(rows):
+            yield to_arrow(batch, schema)
+
+
+class PushdownCommitLogReader(_Pushdown, CommitLogReader):
+    pass
+
+
+class RocketMQDataSource(DataSource):
+    """format("rocketmq"): one row per commitlog record (see pipeline.columns).  Options:
+    withBody (false), problems (false: also a row for each damaged stretch that is no record),
+    checkCrc (true), pushdown (false), config (a broker.conf), set (KEY=VALUE,...)."""
+
+    @classmethod
+    def name(cls):
+        return FORMAT
+
+    def schema(self):
+        return pipeline.ddl(pipeline.columns(_flag(self.options, "withBody", False)))
+
+    def reader(self, schema):
+        cls = PushdownCommitLogReader if _pushdown_wanted(self.options) else CommitLogReader
+        return cls(self.options)
+
+
+class QueueReader(_Reader):
+    def partitions(self):
+        return [InputPartition(p) for p in pipeline.queue_parts(self.stores, self.filters)]
+
+    def read(self, partition):
+        schema = arrow_schema(pipeline.CQ_COLUMNS)
+        f = self.filters
+        lo, hi = f.offset_range
+        for batch in pipeline.batches(pipeline.queue_rows(partition.value)):
+            if lo is not None or hi is not None:
+                batch = [r for r in batch if f.offset_ok(r[7])]
+            if batch:
+                yield to_arrow(batch, schema)
+
+
+class PushdownQueueReader(_Pushdown, QueueReader):
+    unpushable = ("storeTimestamp", "queueOffset")   # a unit has no store time; its queue offset is not filtered here
+
+
+class ConsumeQueueDataSource(DataSource):
+    """format("rocketmq_cq"): one row per consume queue unit (see pipeline.CQ_COLUMNS).
+    Options: pushdown (false), config, set."""
+
+    @classmethod
+    def name(cls):
+        return CQ_FORMAT
+
+    def schema(self):
+        return pipeline.ddl(pipeline.CQ_COLUMNS)
+
+    def reader(self, schema):
+        return (PushdownQueueReader if _pushdown_wanted(self.options) else QueueReader)(self.options)
+
+
+def register(spark) -> None:
+    """Make format("rocketmq") and format("rocketmq_cq") known to this session."""
+    spark.dataSource.register(RocketMQDataSource)
+    spark.dataSource.register(ConsumeQueueDataSource)
+
+
+# ------------------------------------------------------------------ the session
+def session(master: str | None = None, conf=()):
+    """(SparkSession, created): the active session if there is one, else a new one on master
+    (local[*] by default) with mqtool's data sources registered."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        register(active)
+        return active, False
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise UsageError("--engine spark needs Java 17 or newer (java on PATH, or JAVA_HOME)")
+    master = master or "local[*]"
+    local = master.startswith("local")
+    if local:
+        # Spark's Python workers are this interpreter, so they import this mqtool
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName("mqtool")
+    log_conf = Path(__file__).with_name("spark-log4j2.properties")
+    builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
+    for key, value in {**SESSION_CONF, **(LOCAL_CONF if local else {})}.items():
+        builder = builder.config(key, value)
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE")
+        builder = builder.config(key.strip(), value.strip())
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - Java failing to start shows up as many error types
+        raise UsageError(f"cannot start Spark ({master}): {exc}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark, True
+
+
+def _as_is(rows):
+    return rows
+
+
+class SparkEngine:
+    """Partitions as Spark tasks: map() runs a per-partition scan on the executors and brings the
+    results to the driver; read() is the rocketmq data source over the same partitions."""
+
+    name = "spark"
+
+    def __init__(self, spark, owned: bool = False):
+        self.spark = spark
+        self.owned = owned
+
+    @classmethod
+    def open(cls, master: str | None = None, conf=()):
+        spark, created = session(master, conf)
+        return cls(spark, created)
+
+    @property
+    def cores(self) -> int:
+        return self.spark.sparkContext.defaultParallelism
+
+    def map(self, scan, parts) -> list:
+        """scan(part) for every partition, one Spark task each; results in partition order."""
+        parts = list(parts)
+        if not parts:
+            return []
+        return self.spark.sparkContext.parallelize(parts, len(parts)).map(scan).collect()
+
+    def imap(self, scan, parts):
+        """map() as a stream, for results too big to collect at once: the partitions run in waves
+        of `cores` tasks, the next wave while the caller consumes this one, so the driver holds
+        at most two waves of results.  Results come in partition order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        parts = list(parts)
+        if not parts:
+            return
+        context = self.spark.sparkContext
+        rdd = context.parallelize(parts, len(parts)).map(scan)
+        step = max(1, self.cores)
+        waves = [list(range(i, min(i + step, len(parts)))) for i in range(0, len(parts), step)]
+        with ThreadPoolExecutor(1, thread_name_prefix="spark-wave") as submitter:
+            pending = submitter.submit(context.runJob, rdd, _as_is, waves[0])
+            for following in waves[1:] + [None]:
+                results = pending.result()
+                if following is not None:
+                    pending = submitter.submit(context.runJob, rdd, _as_is, following)
+                yield from results
+
+    def read(self, stores, *, with_body: bool = False, with_problems: bool = False, check_crc: bool = True,
+             pushdown: bool = False):
+        """The rocketmq DataFrame over these stores (pipeline.Store).  pushdown: only for a
+        DataFrame that serves one query (see _Pushdown)."""
+        reader = self.spark.read.format(FORMAT)
+        for key, value in (("withBody", with_body), ("problems", with_problems), ("checkCrc", check_crc),
+                           ("pushdown", pushdown)):
+            reader = reader.option(key, str(value).lower())
+        first = stores[0]
+        if first.config_path:
+            reader = reader.option("config", first.config_path)
+        if first.settings:
+            reader = reader.option("set", ",".join(first.settings))
+        return reader.option("paths", json.dumps([f"{s.broker}={s.root}" for s in stores])).load()
+
+    def export(self, stores, out: str, fmt: str, with_body: bool, filters, overwrite: bool) -> dict:
+        return export(self, stores, out, fmt, with_body, filters, overwrite)
+
+    def close(self) -> None:
+        if self.owned:
+            self.spark.stop()
+
+
+# ------------------------------------------------------------------ export
+def export(engine, stores, out: str, fmt: str, with_body: bool, filters: pipeline.Filters,
+                 overwrite: bool) -> dict:
+    """`export` with Spark's own writer from the rocketmq data source; the counts are read back from
+    what was written (which also checks it reads)."""
+    # df is new and serves this one write, so the filters it pushes cannot leak into another query
+    df = engine.read(stores, with_body=with_body, pushdown=True)
+    df = _where(df, filters)
+    writer = df.write.partitionBy("topic").mode("overwrite" if overwrite else "errorifexists")
+    if fmt == "parquet":
+        writer.parquet(out)
+    else:
+        writer.json(out)
+    if fmt == "parquet":
+        back = engine.spark.read.parquet(out)
+    else:
+        back = engine.spark.read.schema(pipeline.ddl(pipeline.columns(with_body))).json(out)
+    counts: dict = {None: 0}
+    for row in back.groupBy("topic", "ok").count().collect():
+        counts[row["topic"]] = counts.get(row["topic"], 0) + row["count"]
+        if not row["ok"]:
+            counts[None] += row["count"]
+    return counts
+
+
+def _where(df, filters: pipeline.Filters):
+    """The filters as Spark conditions (Spark applies them; the source may also take them)."""
+    if filters.topics is not None:
+        df = df.where(F.col("topic").isin(sorted(filters.topics)))
+    lo, hi = filters.time_range
+    if lo is not None:
+        df = df.where(F.col("storeTimestamp") >= lo)
+    if hi is not None:
+        df = df.where(F.col("storeTimestamp") <= hi)
+    return df

@@ -1,0 +1,193 @@
+"""`stats`' numbers: per topic and queue, aggregated per partition, merged on the driver.
+
+`scan` runs once per partition (in this process, a local pool or a Spark task)
+and returns a small picklable partial; `merge` adds the partials up.  The
+partials are sums, minima, maxima, counters and sorted arrays of key hashes,
+so merging is exact whatever the partitioning.  Distinct keys are counted by
+64-bit BLAKE2b hashes of the keys (8 bytes a key on the driver instead of the
+key itself; two different keys collide with odds of about n^2 / 2^65).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mqtool.forensics import storeinfo
+from mqtool.formats import properties as props
+from mqtool.formats.commitlog import Blank, Record
+from mqtool.pipeline import engines as pipeline
+from mqtool.storage import commitlog
+
+HOUR_MS = 3_600_000
+MIN_BUCKET = 64
+
+
+def size_bucket(size: int) -> int:
+    """The histogram bucket of a record size: the smallest power of two >= size (at least 64)."""
+    return 1 << max(MIN_BUCKET.bit_length() - 1, (max(size, 1) - 1).bit_length())
+
+
+def key_hash(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                          "little")
+
+
+@dataclass
+class QueueAgg:
+    messages: int = 0
+    bytes: int = 0
+    first: int | None = None
+    last: int | None = None
+    sizes: dict = field(default_factory=dict)
+    hours: dict = field(default_factory=dict)
+    keys: list = field(default_factory=list)   # hashes while scanning; sorted arrays after
+
+    def add(self, other: "QueueAgg") -> None:
+        self.messages += other.messages
+        self.bytes += other.bytes
+        self.first = other.first if self.first is None else min(self.first, other.first)
+        self.last = other.last if self.last is None else max(self.last, other.last)
+        for mine, theirs in ((self.sizes, other.sizes), (self.hours, other.hours)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        self.keys.extend(other.keys)
+
+    def distinct_keys(self) -> int:
+        if not self.keys:
+            return 0
+        return int(np.unique(np.concatenate(self.keys)).size)
+
+
+@dataclass
+class StoreAgg:
+    store: str
+    files: int = 0
+    records: int = 0
+    damaged_records: int = 0
+    problems: int = 0
+    blanks: int = 0
+    bytes: int = 0
+    kinds: dict = field(default_factory=dict)
+
+    def add(self, other: "StoreAgg") -> None:
+        for name in ("files", "records", "damaged_records", "problems", "blanks", "bytes"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for k, v in other.kinds.items():
+            self.kinds[k] = self.kinds.get(k, 0) + v
+
+
+@dataclass
+class Partial:
+    queues: dict = field(default_factory=dict)   # (broker, topic, queueId) -> QueueAgg
+    stores: dict = field(default_factory=dict)   # broker -> StoreAgg
+
+
+def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
+         check_crc: bool = True) -> Partial:
+    """The partial stats of one partition: messages that pass their checks (and the filters)
+    count per queue; damaged records and other damage count per store."""
+    filters = filters or pipeline.Filters()
+    store = StoreAgg(part.store, files=1 if part.path else 0)
+    queues: dict = {}
+    for entry in pipeline.entries(part, check_crc):
+        if isinstance(entry, Record):
+            store.records += 1
+            store.bytes += entry.total_size
+            found = commitlog.record_problems(entry, check_crc)
+            if found:
+                store.damaged_records += 1
+                store.problems += len(found)
+                for kind, _ in found:
+                    store.kinds[kind] = store.kinds.get(kind, 0) + 1
+                continue
+            if not filters.record_ok(entry):
+                continue
+            key = (part.broker, entry.topic, entry.queue_id)
+            agg = queues.get(key)
+            if agg is None:
+                agg = queues[key] = QueueAgg()
+            ts = entry.store_timestamp
+            agg.messages += 1
+            agg.bytes += entry.total_size
+            agg.first = ts if agg.first is None or ts < agg.first else agg.first
+            agg.last = ts if agg.last is None or ts > agg.last else agg.last
+            bucket = size_bucket(entry.total_size)
+            agg.sizes[bucket] = agg.sizes.get(bucket, 0) + 1
+            hour = ts // HOUR_MS
+            agg.hours[hour] = agg.hours.get(hour, 0) + 1
+            if entry.properties_bytes:
+                keys = entry.properties.get(props.KEYS)
+                if keys:
+                    agg.keys.extend(key_hash(k) for k in props.split_keys(keys))
+        elif isinstance(entry, Blank):
+            store.blanks += 1
+        elif isinstance(entry, commitlog.Problem):
+            store.problems += 1
+            store.kinds[entry.kind] = store.kinds.get(entry.kind, 0) + 1
+    for agg in queues.values():
+        agg.keys = [np.unique(np.array(agg.keys, dtype=np.uint64))] if agg.keys else []
+    return Partial(queues, {part.broker: store})
+
+
+def merge(partials) -> Partial:
+    total = Partial()
+    for partial in partials:
+        for key, agg in partial.queues.items():
+            if key in total.queues:
+                total.queues[key].add(agg)
+            else:
+                total.queues[key] = agg
+        for broker, agg in partial.stores.items():
+            if broker in total.stores:
+                total.stores[broker].add(agg)
+            else:
+                total.stores[broker] = agg
+    return total
+
+
+def _hour_iso(hour: int) -> str:
+    return (storeinfo.iso(hour * HOUR_MS) or str(hour * HOUR_MS)).replace(".000+00:00", "Z")
+
+
+def _line(kind: str, agg: QueueAgg, total_messages: int, total_bytes: int, **ident) -> dict:
+    hours = sorted(agg.hours.items())
+    return {"type": kind, **ident, "messages": agg.messages,
+            "messagesPercent": round(100 * agg.messages / total_messages, 2) if total_messages else 0.0,
+            "bytes": agg.bytes,
+            "bytesPercent": round(100 * agg.bytes / total_bytes, 2) if total_bytes else 0.0,
+            "firstStoreTimestamp": agg.first, "lastStoreTimestamp": agg.last,
+            "firstStoreTime": storeinfo.iso(agg.first), "lastStoreTime": storeinfo.iso(agg.last),
+            "sizeHistogram": {str(k): v for k, v in sorted(agg.sizes.items())},
+            "distinctKeys": agg.distinct_keys(),
+            "messagesPerHour": {_hour_iso(h): n for h, n in hours}}
+
+
+def report(stats: Partial) -> list[dict]:
+    """The JSON lines of `stats --json`: a `queue` line per broker, topic and queue, a `topic` line
+    per broker and topic, a `store` line per store and a final `total`."""
+    total = QueueAgg()
+    for agg in stats.queues.values():
+        total.add(agg)
+    lines = []
+    topics: dict = {}
+    for (broker, topic, queue_id), agg in sorted(stats.queues.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        lines.append(_line("queue", agg, total.messages, total.bytes, broker=broker, topic=topic, queueId=queue_id))
+        topics.setdefault((broker, topic), QueueAgg()).add(agg)
+    for (broker, topic), agg in topics.items():
+        line = _line("topic", agg, total.messages, total.bytes, broker=broker, topic=topic)
+        line["queues"] = sum(1 for b, t, _ in stats.queues if (b, t) == (broker, topic))
+        lines.append(line)
+    for broker, agg in sorted(stats.stores.items()):
+        lines.append({"type": "store", "broker": broker, "store": agg.store, "files": agg.files,
+                      "records": agg.records, "damagedRecords": agg.damaged_records, "problems": agg.problems,
+                      "problemKinds": dict(sorted(agg.kinds.items())), "blanks": agg.blanks,
+                      "bytes": agg.bytes})
+    line = _line("total", total, total.messages, total.bytes)
+    line["queues"] = len(stats.queues)
+    line["topics"] = len(topics)
+    line["problems"] = sum(s.problems for s in stats.stores.values())
+    lines.append(line)
+    return lines

@@ -1,0 +1,374 @@
+"""The commitlog as a sequence of entries: the one walker every command uses.
+
+`walk` goes through the files of a commitlog queue in order and yields each
+Record, each Blank, and a Problem for anything that is neither.  After damage
+it resynchronises on the next offset where a record with a valid magic code
+and a matching body CRC starts, and says how many bytes it skipped.  Checks
+of single records that do not stop the walk (CRC, physical-offset field) are
+in `record_problems`, shared by dump, verify-crc and recovery.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+
+from mqtool.formats import commitlog as fmt
+from mqtool.formats import sysflag
+from mqtool.formats.commitlog import Blank, Record, RecordError
+from mqtool.storage import fsutil
+from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile
+from mqtool.storage.mappedfilequeue import MappedFileQueue
+
+_MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in fmt.MESSAGE_MAGICS)
+_ZERO_CHUNK = 1 << 20
+
+
+@dataclass
+class Problem:
+    """Something wrong at a byte offset of a file."""
+
+    kind: str
+    path: str
+    file_offset: int
+    offset: int          # absolute commitlog offset (file start + file_offset)
+    message: str
+    skipped: int = 0     # bytes the walk skipped past because of this problem
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        out = {"type": "problem", "kind": self.kind, "file": self.path, "fileOffset": self.file_offset,
+               "offset": self.offset, "message": self.message}
+        if self.skipped:
+            out["skippedBytes"] = self.skipped
+        out.update(self.details)
+        return out
+
+
+@dataclass
+class EndOfData:
+    """Where the written part of the commitlog ends (the next append would go here)."""
+
+    offset: int
+    path: str
+
+
+def record_problems(record: Record, check_crc: bool = True) -> list[tuple[str, str]]:
+    """Checks of one structurally valid record: (kind, message) for each failure."""
+    found = []
+    if check_crc:
+        computed = record.computed_body_crc()
+        if computed != record.body_crc:
+            found.append(("crc-mismatch", f"body CRC {record.body_crc} stored, {computed} computed"))
+    if record.physical_offset != record.offset:
+        found.append(("offset-mismatch", f"physicalOffset field says {record.physical_offset}, "
+                                         f"the record is at {record.offset}"))
+    if record.queue_offset < 0 or record.queue_id < 0:
+        found.append(("bad-queue", f"queueId {record.queue_id} / queueOffset {record.queue_offset}"))
+    if (record.sys_flag & sysflag.TRANSACTION_MASK) in (sysflag.TRANSACTION_PREPARED,
+                                                        sysflag.TRANSACTION_ROLLBACK) \
+            and record.queue_offset != 0:
+        found.append(("bad-queue", f"a prepared/rollback record carries queueOffset "
+                                   f"{record.queue_offset}, expected 0"))
+    return found
+
+
+def _next_data(mf: MappedFile, pos: int) -> int:
+    """The first position >= pos of mf's file that may hold data.
+
+    The file system knows the holes of a sparse file (the never-written tail of a
+    preallocated commitlog file), and holes read as zeros.  Answers the file size
+    when only holes follow, and pos itself when the file system cannot tell.
+    """
+    if not hasattr(os, "SEEK_DATA"):
+        return pos
+    try:
+        fd = fsutil.open_read(mf.path)
+    except OSError:
+        return pos
+    try:
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as exc:
+        return mf.file_size if exc.errno == errno.ENXIO else pos
+    finally:
+        os.close(fd)
+
+
+def _file_head(mf: MappedFile, size: int) -> bytes:
+    """The file's first bytes, read with pread, not through the mapping: a touched
+    mapping keeps a whole folio (up to megabytes) of every file resident until the
+    walk gets there, so memory would grow with the number of files."""
+    try:
+        fd = fsutil.open_read(mf.path)
+    except OSError:
+        return bytes(mf.buf[:size])
+    try:
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+
+
+def _entry_ok(buf, pos: int, limit: int, base: int) -> bool:
+    """Does a valid record or BLANK start at pos?"""
+    try:
+        return isinstance(fmt.decode_entry(buf, pos, limit, base), (Record, Blank))
+    except RecordError:
+        return False
+
+
+def _first_nonzero(buf, start: int, end: int, mf: MappedFile | None = None) -> int:
+    """The position of the first non-zero byte of buf[start:end], or -1.
+
+    With mf (the file buf maps) holes are skipped unread and the pages the scan
+    has passed are dropped, so a long zero tail costs neither time nor memory.
+    """
+    pos = start
+    while pos < end:
+        if mf is not None:
+            pos = max(pos, _next_data(mf, pos))
+            mf.drop_pages_before(pos)
+            if pos >= end:
+                break
+        stop = min(end, pos + _ZERO_CHUNK)
+        chunk = buf[pos:stop]
+        if chunk.count(0) != len(chunk):
+            return pos + (len(chunk) - len(chunk.lstrip(b"\x00")))
+        pos = stop
+    return -1
+
+
+def _last_nonzero(buf, start: int, end: int) -> int:
+    pos = end
+    while pos > start:
+        begin = max(start, pos - _ZERO_CHUNK)
+        chunk = buf[begin:pos]
+        stripped = chunk.rstrip(b"\x00")
+        if stripped:
+            return begin + len(stripped) - 1
+        pos = begin
+    return -1
+
+
+def _entry_after_zeros(buf, first: int, bad: int, limit: int, base: int) -> int:
+    """Where the entry whose first non-zero byte is buf[bad] starts: the first position in
+    [first, bad) holding a structurally valid record or BLANK, else bad itself."""
+    for candidate in range(first, bad):
+        try:
+            entry = fmt.decode_entry(buf, candidate, limit, base)
+        except RecordError:
+            continue
+        if isinstance(entry, (Record, Blank)):
+            return candidate
+    return bad
+
+
+def resync(buf, start: int, limit: int, base: int, check_crc: bool = True) -> int:
+    """The next position >= start where a valid record begins (-1 if none).
+
+    Valid means the magic code matches, the record parses and, with check_crc,
+    its body CRC checks.  Candidates are found with mmap's C-level find on the
+    magic bytes, so skipping a large damaged region is fast.
+    """
+    pos = start
+    while pos < limit:
+        hits = [h for h in (buf.find(p, pos + 4, limit) for p in _MAGIC_PATTERNS) if h >= 0]
+        if not hits:
+            return -1
+        candidate = min(hits) - 4
+        try:
+            entry = fmt.decode_entry(buf, candidate, limit, base)
+        except RecordError:
+            entry = None
+        if isinstance(entry, Record) and (not check_crc or entry.crc_ok()):
+            return candidate
+        pos = candidate + 1
+    return -1
+
+
+CHUNK_RECORDS = 1 << 16
+
+
+def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
+              display_path: str | None = None, resync_after_damage: bool = True, scanner=None,
+              stop: int | None = None, parse_props: bool = False):
+    """Yield the entries of one commitlog file from byte `start` on.
+
+    Yields Record, Blank, Problem and finally EndOfData when the written data
+    ends inside this file.  Without resync_after_damage the walk ends at the
+    first damaged entry (what a broker's recovery does).  stop: end the walk
+    at this position, a record boundary (a part of a file checked on its own);
+    the end-of-file checks are then left to the part that ends the file.  scanner: the
+    compiled scanner (mqtool.native.fastscan, handed in by the layers above: storage does
+    not load compiled code); runs of valid records then come as its Chunk columns (body
+    CRCs in the crc_ok column) instead of Record objects, the rest of the walk is the same.
+    parse_props (with a scanner): the chunks come parsed (Chunk.parsed), in the same pass.
+    """
+    buf = mf.buf
+    limit = mf.file_size if stop is None else stop
+    base = mf.file_from_offset
+    path = display_path or str(mf.path)
+    mf.advise_sequential()
+    pos = start
+    if scanner:
+        import numpy as np
+
+        array = np.frombuffer(buf, dtype=np.uint8) if limit else np.zeros(0, dtype=np.uint8)
+        populated = pos
+    while pos < limit:
+        mf.drop_pages_before(pos)
+        if scanner:
+            if pos >= populated:
+                populated = pos + POPULATE_STEP
+                mf.populate(pos, POPULATE_STEP)
+            chunk = scanner.scan(array, pos, limit, base, check_crc, CHUNK_RECORDS, parse_props)
+            if chunk.count:
+                chunk.path = path
+                yield chunk
+                pos = chunk.stop
+            if chunk.kind in (scanner.FULL, scanner.REACHED_LIMIT):
+                continue
+            if chunk.kind == scanner.BLANK:
+                entry = Blank(base + pos, chunk.blank_size)
+            elif chunk.kind == scanner.ZEROS:
+                entry = fmt.END_OF_DATA
+            else:   # the reference decoder says exactly what is wrong
+                try:
+                    entry = fmt.decode_entry(buf, pos, limit, base)
+                except RecordError as err:
+                    entry = err
+        else:
+            try:
+                entry = fmt.decode_entry(buf, pos, limit, base)
+            except RecordError as err:
+                entry = err
+        if isinstance(entry, Record):
+            yield entry
+            pos += entry.total_size
+            continue
+        if isinstance(entry, Blank):
+            mf.drop_pages_before(limit)  # the file is done: keep none of it resident
+            yield entry
+            return
+        if entry is fmt.END_OF_DATA:
+            bad = _first_nonzero(buf, pos, limit, mf)
+            if bad < 0:
+                if not is_last:
+                    yield Problem("missing-blank", path, pos, base + pos,
+                                  "the file's data ends without a BLANK record, but a later file follows")
+                yield EndOfData(base + pos, path)
+                mf.drop_pages_before(limit)
+                return
+            # zeros, then more bytes: report the zero gap only if data follows it.  The next
+            # entry may begin up to 3 bytes before `bad` (its totalSize starts with zero bytes).
+            nxt = _entry_after_zeros(buf, max(pos, bad - 3), bad, limit, base)
+            if not _entry_ok(buf, nxt, limit, base) and resync(buf, nxt + 1, limit, base, check_crc) < 0:
+                # nothing valid follows: these are stray bytes after the end of the data
+                last = _last_nonzero(buf, bad, limit)
+                yield Problem("data-after-end", path, bad, base + bad,
+                              f"{last + 1 - bad} non-zero bytes after the end of the data at {base + pos}",
+                              skipped=last + 1 - bad)
+                yield EndOfData(base + pos, path)
+                mf.drop_pages_before(limit)
+                return
+            if nxt > pos:
+                yield Problem("zero-gap", path, pos, base + pos,
+                              f"{nxt - pos} zero bytes where a record was expected; data follows",
+                              skipped=nxt - pos)
+            pos = nxt
+            continue
+        # a damaged entry: report it, then look for the next valid record
+        err = entry
+        if not resync_after_damage:
+            yield Problem(err.kind, path, pos, base + pos, err.reason)
+            return
+        nxt = resync(buf, pos + 1, limit, base, check_crc)
+        if nxt < 0:
+            last = _last_nonzero(buf, pos, limit)
+            damaged_end = last + 1 if last >= 0 else pos + 8
+            yield Problem(err.kind, path, pos, base + pos,
+                          f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
+                          skipped=damaged_end - pos)
+            if _first_nonzero(buf, damaged_end, limit, mf) < 0:
+                yield EndOfData(base + pos, path)
+            return
+        yield Problem(err.kind, path, pos, base + pos,
+                      f"{err.reason}; skipped {nxt - pos} bytes to the next valid record at "
+                      f"{base + nxt}", skipped=nxt - pos)
+        pos = nxt
+    mf.drop_pages_before(limit)
+    if stop is None and pos >= limit and not is_last:
+        yield Problem("missing-blank", path, limit, base + limit,
+                      "the file is full but does not end with a BLANK record")
+
+
+def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
+         check_crc: bool = True, path_display=None, aligned: bool = False, scanner=None,
+         resync_after_damage: bool = True, parse_props: bool = False):
+    """Yield every entry of the commitlog in [start, end).  Load problems (bad
+    names, sizes, gaps) come first, as Problems.
+
+    Without `aligned` the walk begins at the start of the file holding `start`
+    and drops what lies before it, so any offset works; with `aligned` the
+    caller promises `start` is a record boundary and the walk begins there.
+    scanner: valid records come as the compiled scanner's Chunk columns (see walk_file),
+    parsed too with parse_props.
+    """
+    for lp in queue.problems:
+        yield Problem(lp.kind, _display(lp.path, path_display), 0, lp.offset if lp.offset is not None else -1,
+                      lp.message)
+    files = queue.files
+    # Files after the last one that starts with data are pre-allocated and empty (a broker
+    # creates the next file ahead of time): the data legitimately ends before them.
+    last_data = last_data_file(queue)
+    ended = False
+    for i, mf in enumerate(files):
+        if end is not None and mf.file_from_offset >= end:
+            return
+        if start is not None and mf.file_from_offset + mf.file_size <= start:
+            continue
+        first = 0
+        if aligned and start is not None and mf.file_from_offset <= start:
+            first = start - mf.file_from_offset
+        for entry in walk_file(mf, start=first, check_crc=check_crc, is_last=(i >= last_data),
+                               display_path=_display(mf.path, path_display), scanner=scanner,
+                               resync_after_damage=resync_after_damage, parse_props=parse_props):
+            if isinstance(entry, EndOfData):
+                if ended:
+                    continue
+                ended = True
+            offset = getattr(entry, "offset", None)
+            if start is not None and offset is not None and offset < start:
+                continue
+            if end is not None and offset is not None and offset >= end:
+                return
+            if scanner and isinstance(entry, scanner.Chunk):
+                offsets = entry.columns["offset"]
+                inside = offsets == offsets
+                if start is not None:
+                    inside &= offsets >= start
+                if end is not None:
+                    inside &= offsets < end
+                if not inside.all():
+                    entry = entry.take(inside)
+                    if entry.count:
+                        yield entry
+                    if end is not None and (offsets >= end).any():
+                        return
+                    continue
+            yield entry
+
+
+def last_data_file(queue: MappedFileQueue) -> int:
+    """The index of the last file that starts with data; files after it are pre-allocated."""
+    return max((i for i, mf in enumerate(queue.files) if any(_file_head(mf, 8))), default=len(queue.files) - 1)
+
+
+def _display(path, path_display) -> str:
+    return path_display(path) if path_display else str(path)
+
+
+def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
+    """The store's commitlog files as a read-only queue (forensic: strict=False)."""
+    paths = [f.path for f in layout.commitlog_files()]
+    return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)

@@ -1,0 +1,217 @@
+"""Store layout discovery: where each kind of file lives, and which files are there.
+
+A store root holds commitlog/, consumequeue/<topic>/<queueId>/, index/,
+checkpoint, abort, lock and config/.  broker.conf may move the commitlog
+(storePathCommitLog, several directories separated by commas) and add
+read-only commitlog directories.  File sizes come from the configuration
+when one is given, else from the files themselves (a store written with
+64 KiB commitlog files is read as such without a broker.conf).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqtool.errors import NotAStoreError
+from mqtool.formats import index as index_format
+from mqtool.formats.filenames import is_index_name, is_offset_name
+from mqtool.storage import fsutil
+from mqtool.storage.config import StoreConfig
+
+
+@dataclass
+class FileInfo:
+    path: Path
+    name: str
+    size: int
+    mtime: float
+
+
+@dataclass
+class StoreLayout:
+    root: Path
+    config: StoreConfig
+    commitlog_dirs: list[Path]
+    readonly_commitlog_dirs: list[Path] = field(default_factory=list)
+    config_given: bool = False          # every size is the config's (a broker.conf, or a writer's)
+    sizes_given: frozenset = frozenset()  # the sizes given one by one (--set); the others are read off the files
+
+    # ------------------------------------------------------------- fixed paths
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def abort_path(self) -> Path:
+        return self.root / "abort"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "lock"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "config"
+
+    # ------------------------------------------------------------------ listing
+    def commitlog_files(self) -> list[FileInfo]:
+        """Every commitlog file across all directories, ordered by start offset.
+
+        Files whose name is not a 20-digit offset are returned too (a broker
+        refuses to load them); `is_offset_name` tells them apart.
+        """
+        files = []
+        for directory in self.commitlog_dirs + self.readonly_commitlog_dirs:
+            files.extend(_list_files(directory))
+        return sorted(files, key=lambda f: f.name)
+
+    def consume_queues(self) -> list[tuple[str, int, Path]]:
+        """(topic, queueId, directory) for every queue directory on disk."""
+        result = []
+        for topic in _list_dirs(self.consumequeue_dir):
+            topic_dir = self.consumequeue_dir / topic
+            for queue in _list_dirs(topic_dir):
+                if queue.isdigit():
+                    result.append((topic, int(queue), topic_dir / queue))
+        result.sort(key=lambda t: (t[0], t[1]))
+        return result
+
+    def consume_queue_files(self, queue_dir: Path) -> list[FileInfo]:
+        return sorted(_list_files(queue_dir), key=lambda f: f.name)
+
+    def index_files(self) -> list[FileInfo]:
+        return sorted((f for f in _list_files(self.index_dir)), key=lambda f: f.name)
+
+    # -------------------------------------------------------------- file sizes
+    def _given(self, name: str) -> bool:
+        return self.config_given or name in self.sizes_given
+
+    def commitlog_file_size(self) -> int:
+        if self._given("mappedFileSizeCommitLog"):
+            return self.config.mappedFileSizeCommitLog
+        return _common_size([f for f in self.commitlog_files() if is_offset_name(f.name)],
+                            self.config.mappedFileSizeCommitLog)
+
+    def consume_queue_file_size(self) -> int:
+        if self._given("mappedFileSizeConsumeQueue"):
+            return self.config.consume_queue_file_size()
+        sizes = []
+        for _, _, qdir in self.consume_queues():
+            sizes.extend(f for f in self.consume_queue_files(qdir) if is_offset_name(f.name))
+            if len(sizes) > 64:
+                break
+        return _common_size(sizes, self.config.consume_queue_file_size())
+
+    def index_geometry(self) -> tuple[int, int]:
+        """(maxHashSlotNum, maxIndexNum) of the index files.
+
+        Without a configuration the sizes are read off the files, assuming the
+        broker's ratio maxIndexNum = 4 x maxHashSlotNum; other shapes need
+        --config.
+        """
+        config = self.config
+        slots_given, entries_given = self._given("maxHashSlotNum"), self._given("maxIndexNum")
+        if slots_given and entries_given:
+            return config.maxHashSlotNum, config.maxIndexNum
+        # a file shorter than the header says nothing about the geometry (it is reported
+        # as damaged when it is read)
+        files = [f for f in self.index_files()
+                 if is_index_name(f.name) and f.size >= index_format.HEADER_SIZE]
+        default = (config.maxHashSlotNum, config.maxIndexNum)
+        if not files:
+            return default
+        size = max(set(f.size for f in files), key=[f.size for f in files].count)
+        if size == index_format.file_size(*default):
+            return default
+        if slots_given or entries_given:   # one given: the other is what the file size leaves room for
+            rest = size - index_format.HEADER_SIZE
+            if slots_given:
+                entries, odd = divmod(rest - config.maxHashSlotNum * index_format.SLOT_SIZE, index_format.ENTRY_SIZE)
+                return (config.maxHashSlotNum, entries) if entries > 0 and not odd else default
+            slots, odd = divmod(rest - config.maxIndexNum * index_format.ENTRY_SIZE, index_format.SLOT_SIZE)
+            return (slots, config.maxIndexNum) if slots > 0 and not odd else default
+        slots, rest = divmod(size - index_format.HEADER_SIZE, index_format.SLOT_SIZE + 4 * index_format.ENTRY_SIZE)
+        if rest or slots <= 0:
+            raise NotAStoreError(
+                f"index files of {size} bytes do not fit maxIndexNum = 4 x maxHashSlotNum; "
+                "give the broker's settings with --config", path=files[0].path)
+        return slots, 4 * slots
+
+    # ------------------------------------------------------------------- state
+    def is_locked(self) -> int | None:
+        from mqtool.formats.markers import lock_holder
+
+        return lock_holder(self.lock_path)
+
+
+def _scan(directory: Path):
+    try:
+        return fsutil.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except PermissionError as exc:
+        raise NotAStoreError(f"cannot list directory: {exc.strerror}", path=directory) from None
+
+
+def _list_files(directory: Path) -> list[FileInfo]:
+    return [FileInfo(Path(directory) / name, name, st.st_size, st.st_mtime)
+            for name, is_file, _, st in _scan(directory) if is_file]
+
+
+def _list_dirs(directory: Path) -> list[str]:
+    return sorted(name for name, _, is_dir, _ in _scan(directory) if is_dir)
+
+
+def _common_size(files: list[FileInfo], default: int) -> int:
+    """The file size shared by most files (the last file may be odd if damaged)."""
+    files = [f for f in files if f.size > 0]   # a 0-byte file (a crash while creating it) says nothing
+    if not files:
+        return default
+    sizes = [f.size for f in files]
+    candidates = sizes[:-1] or sizes
+    return max(set(candidates), key=candidates.count)
+
+
+def _dledger_dirs(root: Path, config: StoreConfig) -> list[Path]:
+    found = []
+    if config.storePathDLedgerCommitLog:
+        found.append(Path(config.storePathDLedgerCommitLog))
+    found.extend(root / name for name in _list_dirs(root) if name.startswith("dledger"))
+    return [p for p in found if p.exists()]
+
+
+def discover(config: StoreConfig, *, config_given: bool = False, must_exist: bool = True,
+             sizes_given=frozenset()) -> StoreLayout:
+    """Find the store described by config; refuse what is not a (supported) store."""
+    root = Path(config.storePathRootDir)
+    if must_exist:
+        if not root.exists():
+            raise NotAStoreError("no such store directory", path=root)
+        if not root.is_dir():
+            raise NotAStoreError("not a directory (a store is a directory)", path=root)
+        if not os.access(root, os.R_OK | os.X_OK):
+            raise NotAStoreError("store directory is not readable", path=root)
+    if config.enableDLegerCommitLog or _dledger_dirs(root, config):
+        raise NotAStoreError(
+            "this is a DLedger store (enableDLegerCommitLog / dledger-* directory): its commitlog "
+            "wraps every message in DLedger entries, which mqtool does not read", path=root)
+    layout = StoreLayout(root=root, config=config, commitlog_dirs=config.commitlog_dirs(),
+                         readonly_commitlog_dirs=config.readonly_commitlog_dirs(),
+                         config_given=config_given, sizes_given=frozenset(sizes_given))
+    if must_exist:
+        markers = [layout.checkpoint_path, layout.consumequeue_dir, layout.index_dir]
+        has_commitlog = any(d.is_dir() for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs)
+        if not has_commitlog and not any(p.exists() for p in markers):
+            raise NotAStoreError("not a RocketMQ store: no commitlog/, consumequeue/, index/ or "
+                                 "checkpoint here", path=root)
+    return layout

@@ -1,0 +1,46 @@
+"""The store's metadata files: checkpoint and config JSON (small files, read whole)."""
+
+from __future__ import annotations
+
+from mqtool.errors import NotAStoreError
+from mqtool.formats import checkpoint as fmt
+from mqtool.formats import configjson
+from mqtool.storage import fsutil
+
+
+def read_checkpoint(path) -> dict:
+    """The checkpoint's fields; a short file is reported with its length."""
+    try:
+        data = fsutil.read_small(path, fmt.FILE_SIZE + 1)
+    except FileNotFoundError:
+        raise NotAStoreError("checkpoint file is missing", path=path) from None
+    except OSError as exc:
+        raise NotAStoreError(f"cannot read checkpoint: {exc.strerror}", path=path) from None
+    if len(data) < 24:
+        raise NotAStoreError(f"checkpoint is {len(data)} bytes; it needs at least 24", path=path,
+                             offset=len(data))
+    padded = data[:fmt.FILE_SIZE].ljust(fmt.FILE_SIZE, b"\x00")
+    parsed = fmt.CHECKPOINT.parse(padded)
+    result = {name: parsed[name] for name in fmt.FIELDS_5X}
+    result["fileSize"] = len(data)
+    return result
+
+
+def read_config_json(path):
+    """A config/*.json file parsed with fastjson's quirks; None when it does not exist."""
+    try:
+        text = fsutil.read_small(path, 256 << 20).decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise NotAStoreError(f"cannot read config file: {exc}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise NotAStoreError(f"not UTF-8: {exc.reason}", path=path, offset=exc.start) from None
+    if not text.strip():
+        return None
+    try:
+        return configjson.loads(text)
+    except configjson.ConfigJsonError as exc:
+        # the parser counts characters; report the byte offset in the file
+        offset = len(text[:exc.offset].encode("utf-8"))
+        raise NotAStoreError(f"not fastjson: {exc.reason}", path=path, offset=offset) from None

@@ -1,0 +1,76 @@
+"""What a command line says about a store: STORE, --config and --set become a StoreConfig and a
+discovered StoreLayout; times given as --since/--until become epoch milliseconds.
+
+Every command resolves its store here, so that a setting means the same to all of them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mqtool.errors import UsageError
+from mqtool.storage import fsutil
+from mqtool.storage.config import SIZE_SETTINGS, config_for_store, parse_properties
+from mqtool.storage.layout import StoreLayout, discover
+
+
+def parse_settings(settings) -> dict[str, str]:
+    result = {}
+    for item in settings or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def open_layout(store: str, config_path: str | None, settings, *, must_exist: bool = True) -> StoreLayout:
+    """Resolve STORE plus --config/--set into a discovered store layout."""
+    overrides = parse_settings(settings)
+    config = config_for_store(store, config_path, overrides)
+    # a broker.conf gives every size (absent ones are the broker's defaults); --set only its own
+    sizes = frozenset(SIZE_SETTINGS) if config_path else frozenset(k for k in overrides if k in SIZE_SETTINGS)
+    return discover(config, config_given=bool(config_path), must_exist=must_exist, sizes_given=sizes)
+
+
+def store_config_for_write(store: str, config_path: str | None, settings):
+    """The StoreConfig a command that writes uses: the broker.conf and --set values, with
+    file sizes and the store format read off an existing store when not given, so that
+    mqtool never writes files of another size than the store already has."""
+    overrides = parse_settings(settings)
+    config = config_for_store(store, config_path, overrides)
+    root = config.root
+    if not root.exists() or not fsutil.scandir(root):   # (scandir: no access time changes)
+        return config
+    layout = discover(config, config_given=False, must_exist=True)
+    given = set(overrides)
+    if config_path:
+        given |= {key for _, key, _ in parse_properties(Path(config_path).read_text(encoding="utf-8"))}
+    changes = {}
+    if "mappedFileSizeCommitLog" not in given and layout.commitlog_files():
+        changes["mappedFileSizeCommitLog"] = layout.commitlog_file_size()
+    if "mappedFileSizeConsumeQueue" not in given and layout.consume_queues():
+        changes["mappedFileSizeConsumeQueue"] = layout.consume_queue_file_size()
+    if not given & {"maxHashSlotNum", "maxIndexNum"} and layout.index_files():
+        changes["maxHashSlotNum"], changes["maxIndexNum"] = layout.index_geometry()
+    if "storeFormat" not in given and ((root / "abort.bak").exists() or (root / "compaction").is_dir()):
+        changes["storeFormat"] = "5"
+    return config.replace(**changes) if changes else config
+
+
+def parse_time(text: str | None, what: str) -> int | None:
+    """Epoch milliseconds from epoch ms, epoch seconds with a decimal point, or ISO 8601 (UTC unless
+    the text says otherwise)."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: expected epoch milliseconds or an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
