@@ -183,13 +183,22 @@ def test_broker_conf_bad_value_is_a_usage_error_naming_the_line(store_copy, tmp_
     assert "line 1" in result.err and "mappedFileSizeCommitLog" in result.err
 
 
-def test_dledger_store_is_refused(store_copy, run_cli):
+@pytest.mark.parametrize("folder", ["dledger-n0", "RaftNode00-n0"])
+def test_a_dledger_store_is_shown_but_its_commitlog_not_read(folder, store_copy, run_cli):
+    """DLedger's layouts: the old dledger-<id>/ and the default <group>-<selfId>/ with data/,
+    index/ and currterm.  info shows it; readers of the commitlog refuse (4); writers refuse (3)."""
     store = store_copy("basic")
-    (store / "dledger-n0" / "data").mkdir(parents=True)
-    result = run_cli("info", store)
-    assert result.code == 4
-    assert "DLedger" in result.err
-    assert result.err.count("\n") == 1
+    (store / folder / "data").mkdir(parents=True)
+    (store / folder / "index").mkdir()
+    (store / folder / "currterm").write_text("0")
+    info = run_cli("info", store, "--json")
+    assert info.code == 0, info.err
+    census = {e["path"]: e for e in info.json_lines()[0]["census"]}
+    assert census[folder + "/"]["feature"] == "dledger" and census[folder + "/"]["status"] == "read-only"
+    dump = run_cli("dump", store, "commitlog")
+    assert dump.code == 4 and "DLedger" in dump.err and dump.err.count("\n") == 1
+    recover = run_cli("recover", store)
+    assert recover.code == 3 and "dledger (enableDLegerCommitLog" in recover.err
 
 
 def test_dledger_enabled_in_conf_is_refused(store_copy, tmp_path, run_cli):

@@ -20,6 +20,7 @@ from mqtool.engine.clock import SystemClock
 from mqtool.engine.diskusage import DiskUsage
 from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound, RefusedError, UsageError
+from mqtool.storage import census
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import store_config_for_write
 
@@ -107,6 +108,7 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
         raise UsageError("--undo puts staged files back; it takes no clean options (only --dry-run and --json)")
     config = store_config_for_write(store, config_path, settings)
     layout = discover(config, config_given=True, must_exist=True)
+    census.take(layout).refuse_unsafe("clean")   # dry runs too: they show what the real run does
     reclaim.parse_delete_when(config.deleteWhen)   # a bad deleteWhen is a usage error before anything happens
     for warning in config.effective_warnings() + reclaim.Levels.from_config(config).notes:
         _note(f"note: {warning}")
@@ -118,7 +120,7 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
                                + (f" (process {holder})" if holder > 0 else ""), path=layout.lock_path)
         leave_out = ()
         if layout.abort_path.exists():   # a crashed store: the real run recovers first, so plan on what stays
-            plan = MessageStore(config, clock=clock, disk_usage=disk, start_services=False).open(
+            plan = MessageStore(config, writer="clean", clock=clock, disk_usage=disk, start_services=False).open(
                 dry_run=True).recovery_plan
             leave_out = set(plan.removed_files) | set(plan.empty_files)
         with reclaim.readonly_view(layout, config, clock=clock, disk_usage=disk, leave_out=leave_out) as view:
@@ -127,7 +129,7 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
         if layout.abort_path.exists():
             _note("note: the store was not shut down cleanly; a real run recovers it first")
     else:
-        with MessageStore(config, clock=clock, disk_usage=disk, start_services=False) as engine:
+        with MessageStore(config, writer="clean", clock=clock, disk_usage=disk, start_services=False) as engine:
             plan = engine.recovery_plan
             if plan is not None and (plan.mode == "abnormal" or plan.data_end > plan.cut or plan.queue_cuts):
                 cut = ""

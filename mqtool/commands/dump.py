@@ -19,7 +19,7 @@ from mqtool.forensics.filters import Filters
 from mqtool.forensics.messageview import BODY_FORMATS, message_fields
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import commitlog, consumequeue, dispatchrequest, metafiles
+from mqtool.storage import census, commitlog, consumequeue, dispatchrequest, metafiles
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -123,10 +123,11 @@ def _dump_store(layout, kind, filters, ctx) -> None:
     elif kind == "checkpoint":
         _dump_checkpoint(layout.checkpoint_path, ctx, display)
     elif kind == "config":
-        for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
-            path = layout.config_dir / name
-            if path.exists():
-                _dump_config(path, ctx, display)
+        for name in census.CONFIG_JSON:   # each file, then the .bak a broker falls back to
+            for path in (layout.config_dir / name, layout.config_dir / (name + ".bak")):
+                if path.name.endswith(".json") or path.name.endswith(".json.bak"):
+                    if path.exists():
+                        _dump_config(path, ctx, display)
     else:
         raise UsageError(f"unknown kind {kind}")
 
@@ -367,7 +368,13 @@ def _dump_checkpoint(path, ctx, display) -> None:
 
 
 def _dump_config(path, ctx, display) -> None:
-    doc = metafiles.read_config_json(path)
+    try:
+        doc = metafiles.read_config_json(path)
+    except NotAStoreError as exc:   # damage: named, counted, and the dump goes on (to the .bak, say)
+        _emit_problem(Problem("bad-config-file", display(path), exc.offset or 0, 0, exc.message), ctx, None)
+        ctx["tally"].problems += 1
+        ctx["tally"].note_problem(display(path), exc.offset, "bad-config-file")
+        return
     if ctx["json"]:
         output.emit_json({"type": "config", "file": display(path), "content": _jsonable(doc)})
     else:

@@ -100,6 +100,9 @@ def _show(info: dict) -> None:
                       highlight=False)
     else:
         console.print("  lock           free", highlight=False)
+    for line in info["unchecked"]:
+        console.print(f"  [yellow]{escape(line)}[/yellow]", highlight=False)
+    _show_census(info["census"])
     if info["queues"]:
         table = output.TableStream("queues", [("topic", {}), ("queue", {"justify": "right"}),
                                               ("files", {"justify": "right"}),
@@ -110,3 +113,14 @@ def _show(info: dict) -> None:
             table.add(q["topic"], q["queueId"], q["files"], q["minOffset"], q["maxOffset"],
                       q["maxOffset"] - q["minOffset"])
         table.flush()
+
+
+def _show_census(entries) -> None:
+    """What the store holds, beyond the lines above: every file and folder, and mqtool's grasp of it."""
+    table = output.TableStream("store contents", [("path", {}), ("feature", {}), ("status", {}),
+                                                  ("files", {"justify": "right"}), ("size", {"justify": "right"}),
+                                                  ("what", {})])
+    for e in entries:
+        table.add(e["path"], e["feature"], e["status"], e["files"], humanize.naturalsize(e["bytes"], binary=True),
+                  e["what"])
+    table.flush()

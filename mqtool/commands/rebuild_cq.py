@@ -10,6 +10,7 @@ from mqtool.cli import options, output
 from mqtool.commands import engineopts
 from mqtool.engine.store import lock_store
 from mqtool.pipeline import engines as pipeline
+from mqtool.storage import census
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import store_config_for_write
 
@@ -45,6 +46,7 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
     layout = discover(config, config_given=True)
     if engine == "local" and (master or spark_conf):
         raise click.UsageError("--master and --spark-conf need --engine spark")
+    census.take(layout).refuse_unsafe("rebuild-cq")   # before the lock: a refused run changes nothing
     fd = lock_store(layout, write=not dry_run)
     runner = None
     try:

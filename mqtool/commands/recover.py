@@ -38,12 +38,12 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     """
     config = store_config_for_write(store, config_path, settings)
     discover(config, config_given=True, must_exist=True)   # recover never creates a store
-    engine = MessageStore(config, quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
+    engine = MessageStore(config, writer="recover", quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
                           start_services=False)
     if dry_run:
         engine.open(recovery_mode=mode, dry_run=True)
         plan = engine.recovery_plan
-        _show(plan, as_json, applied=False, quarantine=None)
+        _show(plan, as_json, applied=False, quarantine=None, notes=engine.notes)
         if plan.changes_anything:
             raise ProblemsFound("the store needs recovery (see the plan above); run without --dry-run")
         return
@@ -51,11 +51,12 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     plan = engine.recovery_plan
     quarantine = engine.quarantine.dir
     engine.close()
-    _show(plan, as_json, applied=True, quarantine=quarantine)
+    _show(plan, as_json, applied=True, quarantine=quarantine, notes=engine.notes)
 
 
-def _show(plan, as_json: bool, *, applied: bool, quarantine) -> None:
+def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=()) -> None:
     data = plan.to_json()
+    data["notes"] = list(notes)
     data["applied"] = applied
     data["quarantine"] = str(quarantine) if quarantine else None
     if as_json:
@@ -84,6 +85,7 @@ def _show(plan, as_json: bool, *, applied: bool, quarantine) -> None:
     if plan.redispatch_from < plan.cut:
         lines.append(f"  {verb}dispatch commitlog offsets {plan.redispatch_from}..{plan.cut} again "
                      f"({plan.cut - plan.redispatch_from:,} bytes) into consume queues and index")
+    lines.extend(f"  {note}" for note in notes)
     if not plan.changes_anything:
         lines.append("  nothing to do: the store is consistent")
     if applied and quarantine:

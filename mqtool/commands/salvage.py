@@ -39,7 +39,7 @@ def cli(store, out, config_path, settings, as_json, progress):
                                                                                    storePathCommitLog=None,
                                                                                    readOnlyCommitLogStorePaths=None)
     total = sum(f.size for f in source.commitlog_files())
-    with MessageStore(config, start_services=False) as engine:
+    with MessageStore(config, writer="salvage", start_services=False) as engine:
         with output.progress(total, "salvage", enabled=progress) as bar:
             report = rebuild.salvage(source, engine, on_progress=bar.advance)
     if as_json:

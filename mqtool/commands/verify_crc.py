@@ -7,7 +7,9 @@ import click
 from mqtool.cli import options, output
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
+from mqtool.forensics import storeinfo
 from mqtool.pipeline import engines as pipeline
+from mqtool.storage import census
 from mqtool.storage.settings import open_layout
 
 SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
@@ -42,6 +44,11 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     if engine == "spark" and jobs != 1:
         raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
     layout = open_layout(store, config_path, settings)
+    found = census.take(layout)
+    notes = storeinfo.unchecked(found)
+    if "rocksdb-consumequeue" in found.features and "cq" in scopes:
+        scopes = tuple(s for s in scopes if s != "cq")
+        notes.append("consume queues are in RocksDB (storeType=defaultRocksDB): the cq scope was not checked")
     table = None if as_json else output.TableStream("problems", [
         ("scope", {}), ("kind", {}), ("file", {}), ("byte", {"justify": "right"}),
         ("offset", {"justify": "right"}), ("expected", {}), ("found", {}), ("what", {})])
@@ -56,6 +63,9 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
             table.add(finding.scope, finding.kind, finding.file, finding.file_offset, finding.offset,
                       _short(finding.expected), _short(finding.found), finding.message)
 
+    for entry in found.unknown():   # a file the store should not hold is a problem, not silence
+        on_finding(verify.Finding("store", "unknown-file", entry.path, None, None,
+                                  "not a file or folder of a RocketMQ store that mqtool knows"))
     total = _total_bytes(layout, scopes)
     runner = pipeline.open_engine("spark", master=master, conf=spark_conf) if engine == "spark" else None
     if runner is None and (master or spark_conf):
@@ -67,19 +77,22 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     finally:
         if runner is not None:
             runner.close()
+    problems = summary.problems + len(found.unknown())
     if as_json:
-        output.emit_json(summary.to_json())
+        output.emit_json({**summary.to_json(), "problems": problems, "unchecked": notes})
     else:
+        for line in notes:
+            output.note(f"not checked: {line}")
         table.flush()
         speed = f", {summary.bytes / summary.seconds / 1e6:,.0f} MB/s" if summary.seconds else ""
         output.note(f"checked {', '.join(scopes)}: {summary.files} files, {summary.bytes:,} bytes, "
                     f"{summary.records:,} records, {summary.units:,} consume queue units, {summary.entries:,} "
-                    f"index entries in {summary.seconds:.2f} s{speed}; {summary.problems} problem(s)"
+                    f"index entries in {summary.seconds:.2f} s{speed}; {problems} problem(s)"
                     + (f", {summary.skipped:,} damaged bytes skipped" if summary.skipped else ""))
-    if summary.problems:
+    if problems:
         f = first[0]
         where = f"{f.file} at byte {f.file_offset}" if f.file_offset is not None else f"{f.file}"
-        raise ProblemsFound(f"{where}: {f.kind} ({summary.problems} problem(s) found)")
+        raise ProblemsFound(f"{where}: {f.kind} ({problems} problem(s) found)")
 
 
 def _short(value) -> str:

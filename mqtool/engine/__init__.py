@@ -5,6 +5,7 @@ store (open, lock, put, close) with combine (concurrent puts in batches), commit
 indexservice (consume queue units and index entries), flush (group commit, async flush),
 recovery, redispatch and rebuild (normal and abnormal recovery, rebuilding queues), quarantine
 (keeping what a repair cuts), reclaim/ (expiry and retention) with trash and diskusage,
-storecheckpoint, clock, message (a message before it is stored) and javamap (Java's HashMap
+storecheckpoint, epochfile (the controller's epoch file kept with the commitlog), clock, message (a
+message before it is stored) and javamap (Java's HashMap
 order).  Imports storage/, native/, formats/ and errors; never click or rich.
 """

@@ -29,7 +29,7 @@ from mqtool.engine.redispatch import part_tasks, redispatch, scanned_on
 from mqtool.engine.storecheckpoint import StoreCheckpoint
 from mqtool.errors import RefusedError
 from mqtool.formats.commitlog import Record
-from mqtool.storage import commitlog, fsutil, topics
+from mqtool.storage import census, commitlog, fsutil, topics
 from mqtool.storage.commitlog import Problem
 
 
@@ -64,6 +64,7 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
     """Rebuild consume queues (all, or those of topics_wanted) and, with_index, the index.
     The caller holds the store's lock.  engine (a SparkEngine): the commitlog's parts are
     walked, checked and parsed as its tasks; the files are written here, in commitlog order."""
+    census.take(layout).refuse_unsafe("rebuild-cq")
     from mqtool.native import appendkernels, fastscan
 
     config = layout.config

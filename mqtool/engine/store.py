@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mqtool.engine import reclaim, recovery
+from mqtool.engine import epochfile, reclaim, recovery
 from mqtool.engine.clock import SystemClock
 from mqtool.engine.combine import Combiner
 from mqtool.engine.commitlogwriter import CommitLogWriter, Encoded
@@ -35,6 +35,7 @@ from mqtool.errors import NotAStoreError, RefusedError
 from mqtool.formats import markers
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_offset_name
+from mqtool.storage import census
 from mqtool.storage.config import StoreConfig
 from mqtool.storage.layout import discover
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -44,8 +45,10 @@ FAST_BATCH = 64   # put_many batches from this size on take the compiled path (m
 
 class MessageStore:
     def __init__(self, config: StoreConfig, *, clock=None, quarantine_dir=None, keep_cut_bytes: bool = True,
-                 start_services: bool = True, store_host: str | None = None, disk_usage: DiskUsage | None = None):
+                 start_services: bool = True, store_host: str | None = None, disk_usage: DiskUsage | None = None,
+                 writer: str = "append"):
         self.config = config
+        self.writer_name = writer   # the command this store serves: the census refuses what it cannot keep
         self.clock = clock or SystemClock()
         self.disk_usage = disk_usage or DiskUsage()   # the reclaim rules' disk probe (tests pass their own)
         self.reclaimer: reclaim.Reclaimer | None = None
@@ -57,6 +60,7 @@ class MessageStore:
         self.opened = False
         self.last_exit_ok = True
         self.recovery_plan: recovery.RecoveryPlan | None = None
+        self.notes: list[str] = []   # what opening did beside the recovery plan (the epoch file)
         self.dropped_index_files: list[Path] = []
         self._lock_fd = -1
         self._services = []
@@ -72,6 +76,7 @@ class MessageStore:
         if not dry_run:
             self.root.mkdir(parents=True, exist_ok=True)
         self.layout = discover(config, config_given=True, must_exist=dry_run)
+        census.take(self.layout).refuse_unsafe(self.writer_name)
         self._remember_owner()
         self._take_lock(write=not dry_run)
         try:
@@ -152,10 +157,21 @@ class MessageStore:
                                      clock=self.clock)
         self.recovery_plan = recovery.plan(self, abnormal=abnormal)
         if dry_run:
+            self._trim_epoch_file(dry_run=True)
             return
         recovery.apply(self, self.recovery_plan, self.quarantine)
+        self._trim_epoch_file(dry_run=False)
         self.writer = CommitLogWriter(self.commitlog_queue, config, self.clock, self.store_host)
         self.writer.topic_queue_table = {key: cq_max_offset(cq) for key, cq in self.dispatcher.queues.items()}
+
+    def _trim_epoch_file(self, dry_run: bool) -> None:
+        """Controller mode: epoch entries starting at or after a cut go, as the broker cuts them."""
+        plan = self.recovery_plan
+        self.notes = []
+        if plan.data_end > plan.cut or plan.removed_files:
+            note = epochfile.after_cut(self.layout, plan.cut, dry_run=dry_run)
+            if note:
+                self.notes.append(note)
 
     def _unload(self) -> None:
         """Unmap everything loaded, without flushing or writing anything."""

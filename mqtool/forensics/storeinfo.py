@@ -8,7 +8,7 @@ from mqtool.errors import MqError
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import commitlog, consumequeue, fsutil, metafiles
+from mqtool.storage import census, commitlog, consumequeue, fsutil, metafiles
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
@@ -76,10 +76,17 @@ def _kind_summary(files, expected_size=None) -> dict:
 def gather(layout) -> dict:
     """Everything `info` shows, as a JSON-ready dict."""
     info: dict = {"type": "info", "store": str(layout.root)}
+    found = census.take(layout)
+    info["census"] = [e.to_json() for e in found.entries]
+    info["features"] = sorted(found.features - {"store", "mqtool", "config"})
+    info["unchecked"] = unchecked(found)
     cl_files = layout.commitlog_files()
     info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size())
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
-    info["commitlog"].update(commitlog_extent(layout))
+    if layout.is_dledger():
+        info["commitlog"].update({"minOffset": 0, "maxOffset": 0, "files": len(cl_files)})
+    else:
+        info["commitlog"].update(commitlog_extent(layout))
 
     queues = []
     cq_files = []
@@ -144,12 +151,31 @@ def gather(layout) -> dict:
                     "held": holder is not None}
     configs = {}
     for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
-        path = layout.config_dir / name
-        configs[name] = path.exists()
+        try:
+            doc, read, note = metafiles.load_config_json(layout.config_dir / name)
+            configs[name] = {"exists": (layout.config_dir / name).exists(), "read": read.name if read else None}
+            if note:
+                configs[name]["note"] = note
+        except MqError as exc:
+            configs[name] = {"exists": True, "read": None, "error": str(exc)}
     info["configFiles"] = configs
     info["format"] = guess_format(layout, info)
-    info["problems"] = problems_shown(info)
+    info["problems"] = problems_shown(info) + found.problems()
     return info
+
+
+def unchecked(found) -> list[str]:
+    """What mqtool reads of this store only in part, one line per feature, naming its files."""
+    out = []
+    for name in sorted(found.features):
+        feature = census.FEATURES[name]
+        if feature.status != census.READ_ONLY or name == "config":
+            continue
+        where = ", ".join(e.path for e in found.entries if e.feature == name) or "the broker's settings"
+        refused = [w for w in census.WRITERS if w not in feature.kept_by]
+        out.append(f"{name} ({feature.setting}: {where}): shown, not checked"
+                   + (f"; refused by {', '.join(refused)}" if refused else ""))
+    return out
 
 
 def problems_shown(info: dict) -> list[str]:
@@ -165,6 +191,9 @@ def problems_shown(info: dict) -> list[str]:
             problems.append(f"index/{header['name']} {what}")
     if "error" in info["checkpoint"]:
         problems.append(info["checkpoint"]["error"])   # it names the file
+    for config in info["configFiles"].values():
+        if "error" in config:
+            problems.append(config["error"])   # it names the file
     return problems
 
 

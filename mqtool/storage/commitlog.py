@@ -14,6 +14,7 @@ import errno
 import os
 from dataclasses import dataclass, field
 
+from mqtool.errors import NotAStoreError
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
@@ -370,5 +371,9 @@ def _display(path, path_display) -> str:
 
 def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
     """The store's commitlog files as a read-only queue (forensic: strict=False)."""
+    if layout.is_dledger():
+        raise NotAStoreError("this is a DLedger store (enableDLegerCommitLog, or a <group>-<selfId>/data "
+                             "folder): its commitlog wraps every message in DLedger entries, which mqtool "
+                             "does not read", path=layout.root)
     paths = [f.path for f in layout.commitlog_files()]
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)

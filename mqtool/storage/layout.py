@@ -147,6 +147,11 @@ class StoreLayout:
                 "give the broker's settings with --config", path=files[0].path)
         return slots, 4 * slots
 
+    def is_dledger(self) -> bool:
+        """A DLedger commitlog wraps every message in DLedger entries, which mqtool does not
+        decode: readers of the commitlog refuse (exit 4), writers too (exit 3, see census)."""
+        return self.config.enableDLegerCommitLog or bool(dledger_dirs(self.root, self.config))
+
     # ------------------------------------------------------------------- state
     def is_locked(self) -> int | None:
         from mqtool.formats.markers import lock_holder
@@ -182,11 +187,15 @@ def _common_size(files: list[FileInfo], default: int) -> int:
     return max(set(candidates), key=candidates.count)
 
 
-def _dledger_dirs(root: Path, config: StoreConfig) -> list[Path]:
-    found = []
-    if config.storePathDLedgerCommitLog:
-        found.append(Path(config.storePathDLedgerCommitLog))
-    found.extend(root / name for name in _list_dirs(root) if name.startswith("dledger"))
+def dledger_dirs(root: Path, config: StoreConfig) -> list[Path]:
+    """Where a DLedger commitlog lives: storePathDLedgerCommitLog, and folders of the store in
+    DLedger's own layout (<dLegerGroup>-<dLegerSelfId>/ holding data/ with index/ or currterm,
+    e.g. RaftNode00-n0/; older ones named dledger-*)."""
+    found = [Path(config.storePathDLedgerCommitLog)] if config.storePathDLedgerCommitLog else []
+    for name in _list_dirs(root):
+        inner = {n for n, *_ in _scan(root / name)}
+        if name.startswith("dledger") or ("data" in inner and ("index" in inner or "currterm" in inner)):
+            found.append(root / name)
     return [p for p in found if p.exists()]
 
 
@@ -201,10 +210,6 @@ def discover(config: StoreConfig, *, config_given: bool = False, must_exist: boo
             raise NotAStoreError("not a directory (a store is a directory)", path=root)
         if not os.access(root, os.R_OK | os.X_OK):
             raise NotAStoreError("store directory is not readable", path=root)
-    if config.enableDLegerCommitLog or _dledger_dirs(root, config):
-        raise NotAStoreError(
-            "this is a DLedger store (enableDLegerCommitLog / dledger-* directory): its commitlog "
-            "wraps every message in DLedger entries, which mqtool does not read", path=root)
     layout = StoreLayout(root=root, config=config, commitlog_dirs=config.commitlog_dirs(),
                          readonly_commitlog_dirs=config.readonly_commitlog_dirs(),
                          config_given=config_given, sizes_given=frozenset(sizes_given))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mqtool.errors import NotAStoreError
 from mqtool.formats import checkpoint as fmt
 from mqtool.formats import configjson
@@ -44,3 +46,30 @@ def read_config_json(path):
         # the parser counts characters; report the byte offset in the file
         offset = len(text[:exc.offset].encode("utf-8"))
         raise NotAStoreError(f"not fastjson: {exc.reason}", path=path, offset=offset) from None
+
+
+def load_config_json(path):
+    """A config JSON file as a broker loads it (ConfigManager.load): the file, or its .bak when the
+    file is missing, empty or cannot be parsed.  Returns (document or None, the path read or None,
+    a note saying what was fallen back to, or None).  Raises when neither can be read, where a
+    broker's load would fail."""
+    path = Path(path)
+    backup = path.with_name(path.name + ".bak")
+    try:
+        doc = read_config_json(path)
+        if doc is not None:
+            return doc, path, None
+        why = "is missing" if not fsutil.exists(path) else "is empty"
+    except NotAStoreError as exc:
+        why, damage = "cannot be read", exc
+        try:
+            doc = read_config_json(backup)
+        except NotAStoreError:
+            raise damage from None
+        if doc is None:   # the broker's loadBak finds nothing and carries on with no entries
+            return None, None, f"{path.name} {why} ({damage.message}) and {backup.name} holds nothing"
+        return doc, backup, f"{path.name} {why} ({damage.message}): read {backup.name}, as a broker does"
+    doc = read_config_json(backup)
+    if doc is None:
+        return None, None, None
+    return doc, backup, f"{path.name} {why}: read {backup.name}, as a broker does"

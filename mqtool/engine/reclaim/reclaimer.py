@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+from mqtool.engine import epochfile
 from mqtool.engine.message import SERVICE_NOT_AVAILABLE, PutResult
 from mqtool.engine.reclaim.policy import (
     CQ_DESTROY_INTERVAL_MS,
@@ -119,6 +120,10 @@ class Reclaimer:
             self._apply_commitlog(chosen, policy, report, trash, run=now)
             new_min = max(view.commitlog.min_offset, 0)
         report.min_offset_after = new_min
+        if new_min > report.min_offset_before:
+            note = epochfile.after_deletion(view.layout, new_min, dry_run=policy.dry_run)
+            if note:
+                report.warnings.append(note)
         self._clean_queues(new_min, report.min_offset_before, policy, report, trash, run=now)
         self._clean_index(new_min, policy, report, trash, run=now)
         self._losses(report)
@@ -368,7 +373,9 @@ class Reclaimer:
         config_dir = self.view.layout.config_dir
         readers, delayed = {}, {}
         try:
-            doc = metafiles.read_config_json(config_dir / "consumerOffset.json")
+            doc, _, note = metafiles.load_config_json(config_dir / "consumerOffset.json")
+            if note:
+                report.warnings.append(f"config/{note}")
             readers = configjson.consumer_offsets(doc) if doc is not None else {}
         except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
             report.warnings.append(f"cannot read config/consumerOffset.json ({exc}): cannot tell consumed "
@@ -377,7 +384,10 @@ class Reclaimer:
             report.offsets_unreadable = True
         report.offsets_known = doc is not None
         try:
-            delay = metafiles.read_config_json(config_dir / "delayOffset.json") or {}
+            delay, _, note = metafiles.load_config_json(config_dir / "delayOffset.json")
+            delay = delay or {}
+            if note:
+                report.warnings.append(f"config/{note}")
             delayed = {int(level) - 1: int(offset) for level, offset in (delay.get("offsetTable") or {}).items()}
         except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
             report.warnings.append(f"cannot read config/delayOffset.json ({exc}): delayed messages' progress "

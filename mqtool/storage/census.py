@@ -1,0 +1,265 @@
+"""What a store holds, beyond commitlog and consume queues: every top-level file and folder and
+every config/ file known by name and place, the broker feature it belongs to, and whether
+mqtool understands it, only reads it, or does not know it.
+
+RocketMQ 5.x stores carry more than a 4.x one (the timer store is on by default; LMQ, BatchCQ,
+RocksDB consume queues, DLedger, the controller's epoch file).  `info` shows the census; each
+writer asks `refusal()` before it changes anything, and refuses (exit 3) a store holding a
+feature it cannot keep consistent, naming the feature and its setting.  Facts from the Java
+source, tag rocketmq-all-5.3.3 (StorePathConfigHelper, BrokerPathConfigHelper,
+MessageStoreConfig, TimerMessageStore, CompactionStore, RocksDBConsumeQueueStore).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqtool.errors import RefusedError
+from mqtool.storage import fsutil
+from mqtool.storage.layout import dledger_dirs
+
+UNDERSTOOD, READ_ONLY, UNKNOWN = "understood", "read-only", "unknown"
+
+WRITERS = ("append", "recover", "rebuild-cq", "clean", "salvage")
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    setting: str                 # the broker setting (or topic attribute) that makes it
+    kept_by: frozenset           # the writers that keep it consistent
+    status: str = UNDERSTOOD     # how far mqtool reads it
+
+
+_ALL = frozenset(WRITERS)
+FEATURES = {f.name: f for f in (
+    Feature("store", "-", _ALL),
+    Feature("mqtool", "-", _ALL),     # mqtool's own trash/ and quarantine/
+    Feature("config", "-", _ALL, READ_ONLY),   # broker metadata JSON: read (with .bak), never written
+    Feature("timer", "timerWheelEnable", frozenset({"append", "rebuild-cq", "salvage"}), READ_ONLY),
+    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset(), READ_ONLY),
+    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset(), READ_ONLY),
+    Feature("batch-cq", "queue.type=BatchCQ", frozenset(), READ_ONLY),
+    Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
+    Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),
+    Feature("dledger", "enableDLegerCommitLog", frozenset(), READ_ONLY),
+    Feature("compaction", "cleanup.policy=COMPACTION", frozenset(), READ_ONLY),
+    Feature("controller", "enableControllerMode", _ALL),
+    Feature("transaction-table", "transaction/ (an old broker's state table)", frozenset(), READ_ONLY),
+    Feature("unknown", "-", frozenset(), UNKNOWN),
+)}
+
+# top-level names: (feature, what it is)
+_TOP = {
+    "commitlog": ("store", "commitlog files"),
+    "consumequeue": ("store", "consume queues"),
+    "index": ("store", "index files"),
+    "checkpoint": ("store", "the checkpoint"),
+    "abort": ("store", "the abort marker (the broker did not shut down cleanly)"),
+    "abort.bak": ("store", "5.x: the abort marker of the previous start"),
+    "lock": ("store", "the lock file"),
+    "config": ("store", "broker metadata"),
+    "trash": ("mqtool", "files `mqtool clean` staged (undo puts them back)"),
+    "quarantine": ("mqtool", "bytes `mqtool recover` and `rebuild-cq` cut"),
+    "lost+found": ("mqtool", "the file system's own folder"),
+    "timerwheel": ("timer", "timer wheel: 7 x 86400 x 2 slots of 32 bytes"),
+    "timerlog": ("timer", "timer log: 52-byte units pointing into the commitlog"),
+    "consumequeue_ext": ("consumequeue-ext", "consume queue extensions (tags field holds an ext address)"),
+    "batchconsumequeue": ("batch-cq", "batch consume queues (46-byte units)"),
+    "compaction": ("compaction", "compacted topics' logs"),
+    "epochFileCheckpoint": ("controller", "the controller's epoch file"),
+    "epochFileCheckpoint.bak": ("controller", "the epoch file's previous version"),
+    "brokerIdentity": ("controller", "the broker's controller identity"),
+    "brokerIdentity.bak": ("controller", "the broker identity's previous version"),
+    "transaction": ("transaction-table", "transaction state table and redo log"),
+}
+
+# config/ names: the broker's JSON files (each with its .bak, which a broker falls back to)
+CONFIG_JSON = ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json",
+               "topicQueueMapping.json", "lmqConsumerOffset.json", "consumerOrderInfo.json", "consumerFilter.json",
+               "messageRequestMode.json", "transactionMetrics")
+_CONFIG_TIMER = ("timercheck", "timermetrics")
+_CONFIG_ROCKSDB_DIRS = ("consumerOffsets", "subscriptionGroups", "topics", "rdb")
+_ROCKSDB_MARKERS = ("CURRENT", "IDENTITY", "OPTIONS-", "MANIFEST-")
+LMQ_PREFIX = "%LMQ%"
+
+
+@dataclass
+class Entry:
+    """One thing in the store: a file or folder, the feature it belongs to, and mqtool's grasp of it."""
+
+    path: str            # relative to the store's root
+    feature: str
+    what: str
+    status: str
+    files: int = 0
+    bytes: int = 0
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "feature": self.feature, "setting": FEATURES[self.feature].setting,
+                "status": self.status, "what": self.what, "files": self.files, "bytes": self.bytes}
+
+
+@dataclass
+class Census:
+    root: Path
+    entries: list[Entry] = field(default_factory=list)
+    configured: set = field(default_factory=set)   # features the broker's settings turn on
+
+    @property
+    def features(self) -> set:
+        return {e.feature for e in self.entries} | self.configured
+
+    def unknown(self) -> list[Entry]:
+        return [e for e in self.entries if e.status == UNKNOWN]
+
+    def problems(self) -> list[str]:
+        return [f"{e.path}: not a file or folder of a RocketMQ store that mqtool knows" for e in self.unknown()]
+
+    def refusal(self, writer: str) -> str | None:
+        """Why `writer` must not change this store (the first reason), or None."""
+        for entry in self.unknown():
+            return (f"{entry.path} is not part of a RocketMQ store that mqtool knows; {writer} cannot keep it "
+                    "consistent (move it out of the store, or see `mqtool info`)")
+        for name in sorted(self.features):
+            feature = FEATURES[name]
+            if writer not in feature.kept_by:
+                where = ", ".join(e.path for e in self.entries if e.feature == name) or "the broker's settings"
+                return (f"the store uses {name} ({feature.setting}: {where}), which {writer} cannot keep "
+                        "consistent")
+        return None
+
+    def refuse_unsafe(self, writer: str) -> None:
+        reason = self.refusal(writer)
+        if reason:
+            raise RefusedError(reason, path=self.root)
+
+
+def _tree_size(path: Path) -> tuple[int, int]:
+    """(files, bytes) below path, not following links out of it."""
+    files = size = 0
+    try:
+        listing = fsutil.scandir(path)
+    except OSError:
+        return 0, 0
+    for name, is_file, is_dir, st in listing:
+        if is_file:
+            files += 1
+            size += st.st_size
+        elif is_dir:
+            f, s = _tree_size(path / name)
+            files, size = files + f, size + s
+    return files, size
+
+
+def _is_rocksdb(directory: Path) -> bool:
+    try:
+        names = [name for name, *_ in fsutil.scandir(directory)]
+    except OSError:
+        return False
+    return any(name == m or (m.endswith("-") and name.startswith(m)) for name in names for m in _ROCKSDB_MARKERS)
+
+
+def _has_compacted_topics(directory: Path) -> bool:
+    """CompactionStore keeps compacted topics in compactionLog/ and compactionCq/; a 5.x broker
+    leaves position-checkpoint alone there when no topic is compacted."""
+    for sub in ("compactionLog", "compactionCq"):
+        try:
+            if fsutil.scandir(directory / sub):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _settings_features(config) -> set:
+    """Features the broker's settings turn on, whether or not their files exist yet."""
+    extra = {k.lower(): str(v).strip().lower() for k, v in (config.extra or {}).items()}
+    on = set()
+    if config.enableDLegerCommitLog or config.storePathDLedgerCommitLog:
+        on.add("dledger")
+    if config.enableConsumeQueueExt:
+        on.add("consumequeue-ext")
+    if extra.get("storetype") == "defaultrocksdb":
+        on.add("rocksdb-consumequeue")
+    if extra.get("enablelmq") == "true" or extra.get("enablemultidispatch") == "true":
+        on.add("lmq")
+    if extra.get("enablecontrollermode") == "true":
+        on.add("controller")
+    return on
+
+
+def take(layout) -> Census:
+    """The census of the store `layout` describes (reads names and sizes only)."""
+    root = layout.root
+    census = Census(root)
+    census.configured = _settings_features(layout.config)
+    commitlog_dirs = {Path(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs}
+    dledger = set(dledger_dirs(root, layout.config))
+    try:
+        listing = fsutil.scandir(root)
+    except OSError:
+        listing = []
+    for name, is_file, is_dir, st in sorted(listing):
+        path = root / name
+        if path in commitlog_dirs:
+            feature, what = "store", "commitlog files"
+        elif name in _TOP:
+            feature, what = _TOP[name]
+        elif path in dledger:
+            feature, what = "dledger", "a DLedger commitlog (its own entry format)"
+        elif is_dir:
+            feature, what = "unknown", "a folder mqtool does not know"
+        else:
+            feature, what = "unknown", "a file mqtool does not know"
+        if name == "consumequeue" and is_dir and _is_rocksdb(path):
+            feature, what = "rocksdb-consumequeue", "consume queues in RocksDB (CURRENT, MANIFEST-*, *.sst)"
+        if name == "compaction" and is_dir and not _has_compacted_topics(path):
+            feature, what = "store", "5.x: the compaction service's positions (no compacted topic)"
+        files, size = _tree_size(path) if is_dir else (1, st.st_size if st else 0)
+        if not is_file and not is_dir:
+            feature, what, files, size = "unknown", "neither a regular file nor a folder", 0, 0
+        census.entries.append(Entry(name + ("/" if is_dir else ""), feature, what, FEATURES[feature].status,
+                                    files, size))
+        if name == "config" and is_dir:
+            census.entries.extend(_config_entries(path))
+        if name == "consumequeue" and feature == "store":
+            census.entries.extend(_lmq_entries(path))
+    for extra_dir in commitlog_dirs:
+        if extra_dir.parent != root and extra_dir.is_dir():
+            files, size = _tree_size(extra_dir)
+            census.entries.append(Entry(str(extra_dir) + "/", "store", "commitlog files (storePathCommitLog)",
+                                        UNDERSTOOD, files, size))
+    return census
+
+
+def _config_entries(config_dir: Path) -> list[Entry]:
+    out = []
+    for name, is_file, is_dir, st in sorted(fsutil.scandir(config_dir)):
+        base = name[:-4] if name.endswith(".bak") else name[:-4] if name.endswith(".tmp") else name
+        if is_file and base in CONFIG_JSON:
+            feature, what = "config", "broker metadata JSON" + (" (backup)" if name != base else "")
+        elif is_file and base in _CONFIG_TIMER:
+            feature, what = "timer", "timer store checkpoint" if base == "timercheck" else "timer metrics"
+        elif is_dir and name in _CONFIG_ROCKSDB_DIRS:
+            feature, what = "rocksdb-config", "broker metadata in RocksDB"
+        else:
+            feature, what = "unknown", "a config file mqtool does not know"
+        files, size = _tree_size(config_dir / name) if is_dir else (1, st.st_size)
+        out.append(Entry(f"config/{name}" + ("/" if is_dir else ""), feature, what, FEATURES[feature].status,
+                         files, size))
+    return out
+
+
+def _lmq_entries(cq_dir: Path) -> list[Entry]:
+    """LMQ queues live among the consume queues, as %LMQ%<name>/0/ (MixAll.LMQ_PREFIX)."""
+    lmq = [name for name, _, is_dir, _ in fsutil.scandir(cq_dir) if is_dir and name.startswith(LMQ_PREFIX)]
+    if not lmq:
+        return []
+    files = size = 0
+    for name in lmq:
+        f, s = _tree_size(cq_dir / name)
+        files, size = files + f, size + s
+    return [Entry(f"consumequeue/{LMQ_PREFIX}*/", "lmq", f"{len(lmq)} LMQ queue(s) (multi-dispatched units)",
+                  FEATURES["lmq"].status, files, size)]
