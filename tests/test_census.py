@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import zlib
 from datetime import datetime
 from pathlib import Path
@@ -220,3 +221,19 @@ def test_recover_cuts_the_epoch_file_where_it_cuts_the_commitlog(store_copy, run
     assert result.code == 0, result.err
     assert (root / "epochFileCheckpoint").read_text() == epoch_text(entries[:2])   # start >= cut: gone
     assert (root / "epochFileCheckpoint.bak").read_text() == original
+
+
+def test_readers_of_consume_queues_say_rocksdb_is_not_read(store_copy, run_cli):
+    store = store_copy("basic5")
+    for queue in list((store / "consumequeue").iterdir()):
+        shutil.rmtree(queue)
+    _rocksdb(store)
+    for args in (("dump", store, "consumequeue"), ("get", store, "--topic", "BasicTopic", "--queue", "0",
+                                                    "--offset", "0")):
+        result = run_cli(*args)
+        assert result.code == 4 and "consume queues are in RocksDB (storeType=defaultRocksDB)" in result.err
+    verify = run_cli("verify-crc", store, "--json")
+    assert verify.code == 0, verify.out
+    summary = verify.json_lines()[-1]
+    assert summary["scopes"] == ["commitlog", "index"]
+    assert any("the cq scope was not checked" in line for line in summary["unchecked"])

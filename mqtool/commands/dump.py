@@ -104,6 +104,7 @@ def _dump_store(layout, kind, filters, ctx) -> None:
         with queue:
             _dump_commitlog(queue, layout.config.delay_levels_ms(), filters, ctx, display)
     elif kind == "consumequeue":
+        consumequeue.require_files(layout)
         table = None if ctx["json"] else _cq_table()
         for cq in consumequeue.open_all(layout, topics=filters.topics, queue_ids=filters.queue_ids):
             try:

@@ -289,6 +289,7 @@ class StoreReader:
         """The queue's files, mapped once (None when the queue is not on disk)."""
         k = (topic, queue_id)
         if k not in self._queues:
+            consumequeue.require_files(self.layout)
             directory = self.layout.consumequeue_dir / topic / str(queue_id)
             # a name that is no valid topic (`..`, `a/b`) names no queue: never a path out of the store
             exists = is_safe_directory_name(topic) and queue_id >= 0 and directory.is_dir()

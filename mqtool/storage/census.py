@@ -161,6 +161,10 @@ def _is_rocksdb(directory: Path) -> bool:
     return any(name == m or (m.endswith("-") and name.startswith(m)) for name in names for m in _ROCKSDB_MARKERS)
 
 
+def rocksdb_consume_queues(layout) -> bool:
+    return "rocksdb-consumequeue" in _settings_features(layout.config) or _is_rocksdb(layout.consumequeue_dir)
+
+
 def _has_compacted_topics(directory: Path) -> bool:
     """CompactionStore keeps compacted topics in compactionLog/ and compactionCq/; a 5.x broker
     leaves position-checkpoint alone there when no topic is compacted."""

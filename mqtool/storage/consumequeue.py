@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool.errors import NotAStoreError
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
@@ -217,6 +218,16 @@ def _names(directory: Path) -> list[str]:
         return [name for name, is_file, _, _ in fsutil.scandir(directory) if is_file]
     except FileNotFoundError:
         return []
+
+
+def require_files(layout) -> None:
+    """Consume queues kept in RocksDB (storeType=defaultRocksDB) are not files mqtool reads: a
+    command that must read them says so (exit 4) rather than finding no queue."""
+    from mqtool.storage.census import rocksdb_consume_queues
+
+    if rocksdb_consume_queues(layout):
+        raise NotAStoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which mqtool "
+                             "does not read", path=layout.consumequeue_dir)
 
 
 def open_all(layout, *, topics=None, queue_ids=None):
