@@ -36,7 +36,7 @@ def build(root: Path, keys: int) -> None:
             store.put_many([MessageInner(topic=TOPIC, queue_id=i % 4, body=b"lookup-%d" % i,
                                          properties={"KEYS": f"order-{i}"}, born_host="10.0.0.9:9000")
                             for i in range(start, min(keys, start + 8192))])
-    (root / ".complete").write_text(str(keys))
+    root.with_name(root.name + ".complete").write_text(str(keys))
 
 
 def main() -> int:
@@ -45,7 +45,7 @@ def main() -> int:
     parser.add_argument("--lookups", type=int, default=2000)
     args, _ = parser.parse_known_args()
     root = HERE / ".work" / f"lookup-store-{args.keys}"
-    if not (root / ".complete").exists():
+    if not root.with_name(root.name + ".complete").exists():
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)

@@ -77,11 +77,11 @@ def main() -> int:
     parser.add_argument("--size", default="1G")
     args, _ = parser.parse_known_args()
     root = HERE / ".work" / f"verify-store-{args.size}"
-    if not (root / ".complete").exists():
+    if not root.with_name(root.name + ".complete").exists():
         print(f"writing a {args.size} store with mqtool's engine into {root} ...", flush=True)
         bench_verify.build_store(root, bench_verify.parse_size(args.size))
     data = bench_verify.data_bytes(root)
-    records = int((root / ".complete").read_text())
+    records = int(root.with_name(root.name + ".complete").read_text())
     bench_verify.bare_crc_loop(bench_verify.commitlog_files(root), data)   # page cache warm
     mqtool("rebuild-cq", root, "--index", "--no-quarantine", "--json")    # compile caches warm
     print(f"commitlog data: {data / MB:,.0f} MB, {records:,} messages of 1 KiB with one key each")

@@ -50,7 +50,7 @@ def build_store(root: Path, size: int) -> None:
                                   born_host="10.1.2.3:40000", born_timestamp=1700000000000 + i)
                      for i in range(start, min(count, start + 4096))]
             store.put_many(batch)
-    (root / ".complete").write_text(str(count))
+    root.with_name(root.name + ".complete").write_text(str(count))
 
 
 def commitlog_files(root: Path) -> list[Path]:
@@ -102,7 +102,7 @@ def main() -> int:
     args, _ = parser.parse_known_args()
     size = parse_size(args.size)
     root = HERE / ".work" / f"verify-store-{args.size}"
-    if not (root / ".complete").exists():
+    if not root.with_name(root.name + ".complete").exists():
         print(f"writing a {args.size} store with mqtool's engine into {root} ...", flush=True)
         import shutil
 
