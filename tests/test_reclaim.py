@@ -625,6 +625,7 @@ def test_clean_on_a_5x_store(store_copy, run_cli):
 
 def test_clean_is_quiet_when_there_is_nothing_to_do(store_copy, run_cli):
     root = store_copy("multifile")
+    age(root, datetime.now().timestamp() * 1000, 1)     # written an hour ago (the fixture's own times age)
     result = run_cli("clean", root)
     assert (result.code, result.out, result.err) == (0, "", "")
     verbose = run_cli("clean", root, "--verbose")
@@ -660,6 +661,7 @@ def test_dry_run_changes_nothing_and_prints_the_plan(store_copy, run_cli):
 
     root = store_copy("crash")
     now = datetime.now().timestamp() * 1000
+    age(root, now, 1, 3)
     age(root, now, 100, 0, 3)
     age_times(root)                       # a kernel with relatime would update these on a read
     state = snapshot(root)

@@ -16,7 +16,7 @@ import sys
 import click
 
 from mqtool import __version__, errors
-from mqtool.cli import heap
+from mqtool.cli import heap, output
 from mqtool.commands import (
     append,
     clean,
@@ -79,7 +79,7 @@ def _fail(message: str, code: int) -> int:
     except Exception:  # noqa: BLE001 - stdout may be the broken pipe itself
         pass
     try:
-        sys.stderr.write(f"mqtool: {message}\n")
+        sys.stderr.write(f"mqtool: {output.printable(message)}\n")
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass

@@ -21,6 +21,10 @@ _stderr = None
 
 
 class _Console(Console):
+    def print(self, *objects, **kwargs) -> None:
+        """Plain strings are data or carry data (paths, topics): their control characters are escaped."""
+        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
     def on_broken_pipe(self) -> None:
         """rich would exit 1 here; let the CLI map a closed pipe like every other command."""
         raise BrokenPipeError()
@@ -71,9 +75,19 @@ def emit_json(obj: dict) -> None:
     sys.stdout.write(text + "\n")
 
 
+# control characters (C0 but tab and newline, DEL, C1) shown as \xNN: a topic or key holding ESC
+# must not drive the terminal
+_CONTROLS = {i: f"\\x{i:02x}" for i in (*range(0, 32), *range(127, 160)) if i not in (9, 10)}
+
+
+def printable(text: str) -> str:
+    """text for a terminal: control characters escaped, everything else as it is."""
+    return text.translate(_CONTROLS)
+
+
 def note(message: str) -> None:
     """A human remark on stderr (never mixed into data on stdout)."""
-    stderr().print(message, highlight=False, markup=False)
+    stderr().print(printable(message), highlight=False, markup=False)
 
 
 class TableStream:
@@ -88,14 +102,15 @@ class TableStream:
 
     def add(self, *cells) -> None:
         # cells are data (topics, keys, messages): plain text, never rich markup
-        self.rows.append([Text("" if c is None else str(c)) for c in cells])
+        self.rows.append([Text("" if c is None else printable(str(c))) for c in cells])
         if len(self.rows) >= self.page:
             self.flush()
 
     def flush(self) -> None:
         if not self.rows:
             return
-        table = Table(title=self.title if self.pages == 0 else None, show_lines=False,
+        title = printable(self.title) if self.title and self.pages == 0 else None
+        table = Table(title=title, show_lines=False,
                       header_style="bold")
         for name, opts in self.columns:
             table.add_column(name, **opts)

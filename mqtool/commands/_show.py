@@ -72,11 +72,11 @@ class MessageOutput:
                 continue
             if name.endswith("Timestamp") and value:
                 value = f"{value} ({storeinfo.iso(value)})"
-            table.add_row(name, Text("" if value is None else str(value)))
+            table.add_row(name, Text("" if value is None else output.printable(str(value))))
         for name, value in found.extra.items():
-            table.add_row(name, Text(str(value)))
+            table.add_row(name, Text(output.printable(str(value))))
         for name, value in fields["properties"].items():
-            table.add_row(Text(f"property {name}"), Text(value))
+            table.add_row(Text(output.printable(f"property {name}")), Text(output.printable(value)))
         table.add_row("check", Text("ok" if found.ok else "; ".join(f"{k}: {m}" for k, m in found.problems)))
         output.stdout().print(table)
 

@@ -37,10 +37,12 @@ def _option_spec(topic, queue, tags, keys, props, body, body_file, born_host, de
             spec["properties"][name] = value
     if body_file:
         try:
-            with open(body_file, "rb") as fh:
-                data = fh.read()
+            with _open_input(body_file) as fh:
+                data = fh.read(MAX_BODY_FILE + 1)
         except OSError as exc:
             raise NotAStoreError(f"cannot read body file: {exc.strerror}", path=body_file) from None
+        if len(data) > MAX_BODY_FILE:
+            raise UsageError(f"body file longer than {MAX_BODY_FILE:,} bytes", path=body_file)
         import base64
 
         spec["bodyBase64"] = base64.b64encode(data).decode()
@@ -55,9 +57,28 @@ def _option_spec(topic, queue, tags, keys, props, body, body_file, born_host, de
     return spec
 
 
+# One line holds one message: a broker's largest (maxMessageSize, 4 MiB by default) is under
+# 6 MiB as base64.  A longer line is refused, not read on (memory stays bounded on /dev/zero).
+MAX_LINE = 32 << 20
+MAX_BODY_FILE = 64 << 20
+
+
+def _lines(source):
+    """The lines of a binary source, none longer than MAX_LINE."""
+    number = 0
+    while True:
+        raw = source.readline(MAX_LINE + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE:
+            raise UsageError(f"input line {number}: longer than {MAX_LINE:,} bytes (one message a line)")
+        yield number, raw
+
+
 def _read_specs(source):
     """(line number, parsed JSON) of each non-blank line of a binary source."""
-    for number, raw in enumerate(source, start=1):
+    for number, raw in _lines(source):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -118,6 +139,12 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
         ("queue offset", {"justify": "right"}), ("commitlog offset", {"justify": "right"}), ("msgId", {}),
         ("remark", {})])
     failures = 0
+    single = None      # one message from options: built (and its --body-file read) before the store opens
+    if topic is not None:
+        spec = _option_spec(topic, queue_id, tags, keys, props, body, body_file, born_host, delay_level, flag)
+        single = _to_message(spec, 1, version, cluster, {}, allow_system_topics)
+    else:
+        source = sys.stdin.buffer if input_path == "-" else _open_input(input_path)
     with MessageStore(config) as engine:
         plan = engine.recovery_plan
         if plan is not None and plan.changes_anything and (plan.data_end > plan.cut or plan.queue_cuts):
@@ -135,11 +162,8 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
                           result.wrote_offset, result.msg_id, result.remark or "")
 
         if topic is not None:
-            spec = _option_spec(topic, queue_id, tags, keys, props, body, body_file, born_host, delay_level, flag)
-            msg = _to_message(spec, 1, version, cluster, {}, allow_system_topics)
-            report(1, engine.put(msg))
+            report(1, engine.put(single))
         else:
-            source = sys.stdin.buffer if input_path == "-" else _open_input(input_path)
             prepared: dict[int, int] = {}   # half/prepared lines stored: their commitlog offsets
             named: set[int] = set()          # half/prepared lines read, stored or not
             pending = []
@@ -198,10 +222,22 @@ def _referable(spec) -> bool:
 
 
 def _open_input(path):
+    """A file, a FIFO or a terminal to read lines from; a device or a folder is refused."""
+    what = fsutil.what_is(path)
+    if what not in (None, "a FIFO", "missing") and not (what == "a character device" and _is_tty(path)):
+        raise UsageError(f"{what}, not a file of JSON lines (a file, a FIFO, a pipe or '-')", path=path)
     try:
         return open(path, "rb")
     except OSError as exc:
         raise NotAStoreError(f"cannot read input: {exc.strerror}", path=path) from None
+
+
+def _is_tty(path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.isatty()
+    except OSError:
+        return False
 
 
 def _to_message(spec, number, version, cluster, prepared, allow_system_topics):

@@ -47,6 +47,11 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
     if engine == "local" and (master or spark_conf):
         raise click.UsageError("--master and --spark-conf need --engine spark")
     census.take(layout).refuse_unsafe("rebuild-cq")   # before the lock: a refused run changes nothing
+    sizes = _sizes_used(config, with_index)
+    for what, size, origin in sizes:
+        if origin == "RocketMQ's default":
+            output.note(f"warning: {what} of {size} bytes, RocketMQ's default: the store has none to read the "
+                        "size off and no --config/--set gave it; a broker configured otherwise refuses them")
     fd = lock_store(layout, write=not dry_run)
     runner = None
     try:
@@ -63,13 +68,16 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
         if fd >= 0:
             os.close(fd)
     if as_json:
-        output.emit_json({**report.to_json(), "dryRun": dry_run})
+        output.emit_json({**report.to_json(), "dryRun": dry_run,
+                          "fileSizes": [{"files": what, "size": size, "from": origin} for what, size, origin in sizes]})
     else:
         console = output.stdout()
         verb = "would rebuild" if dry_run else "rebuilt"
         console.print(f"{verb} from commitlog offsets {report.start}..{report.end}: {report.records:,} records, "
                       f"{report.units:,} consume queue units, {report.keys:,} index keys "
                       f"in {report.seconds:.2f} s", highlight=False, markup=False)
+        for what, size, origin in sizes:
+            console.print(f"  {what}: {size} bytes ({origin})", highlight=False, markup=False)
         if report.stop is not None:
             console.print(f"  the commitlog is damaged at {report.stop.path} byte {report.stop.file_offset} "
                           f"({report.stop.kind}); later records were not dispatched: run `mqtool recover`",
@@ -87,3 +95,18 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
         from mqtool.errors import ProblemsFound
 
         raise ProblemsFound("the commitlog has problems (see above); the rebuilt queues cover its valid part")
+
+
+def _sizes_used(config, with_index: bool) -> list[tuple[str, int, str]]:
+    """(files, size, where the size came from) for the files rebuild-cq writes."""
+    origins = config.origins
+    sizes = [("consume queue files", config.consume_queue_file_size(),
+              origins.get("mappedFileSizeConsumeQueue", "RocketMQ's default"))]
+    if with_index:
+        from mqtool.formats.index import file_size
+
+        origin = origins.get("maxHashSlotNum", "RocketMQ's default")
+        if origin == "RocketMQ's default":
+            origin = origins.get("maxIndexNum", origin)
+        sizes.append(("index files", file_size(config.maxHashSlotNum, config.maxIndexNum), origin))
+    return sizes

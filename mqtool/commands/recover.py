@@ -8,11 +8,14 @@ first, and a clean close leaves a store a broker opens without recovering.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from pathlib import Path
+
 import click
 
 from mqtool.cli import options, output
 from mqtool.engine.store import MessageStore
-from mqtool.errors import ProblemsFound
+from mqtool.errors import DataError, ProblemsFound
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import store_config_for_write
 
@@ -37,28 +40,80 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     is held while recovering.
     """
     config = store_config_for_write(store, config_path, settings)
-    discover(config, config_given=True, must_exist=True)   # recover never creates a store
+    layout = discover(config, config_given=True, must_exist=True)   # recover never creates a store
     engine = MessageStore(config, writer="recover", quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
                           start_services=False)
     if dry_run:
-        engine.open(recovery_mode=mode, dry_run=True)
+        with _cannot_load(layout, store):
+            engine.open(recovery_mode=mode, dry_run=True)
         plan = engine.recovery_plan
         _show(plan, as_json, applied=False, quarantine=None, notes=engine.notes)
         if plan.changes_anything:
             raise ProblemsFound("the store needs recovery (see the plan above); run without --dry-run")
         return
-    engine.open(recovery_mode=mode)
+    with _cannot_load(layout, store):
+        engine.open(recovery_mode=mode)
     plan = engine.recovery_plan
     quarantine = engine.quarantine.dir
     engine.close()
-    _show(plan, as_json, applied=True, quarantine=quarantine, notes=engine.notes)
+    left = _left_after(config, store)
+    _show(plan, as_json, applied=True, quarantine=quarantine, notes=engine.notes, left=left)
+    if left:
+        raise ProblemsFound(f"recovery left {len(left)} problem(s) it does not mend (see above); "
+                            f"next: {'; then '.join(_next_steps(left, store))}")
 
 
-def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=()) -> None:
+@contextmanager
+def _cannot_load(layout, store):
+    """A file a broker refuses to load (a consume queue file of the wrong size, say) stops the
+    recovery before it changes anything, as it stops a broker's start: say what mends it."""
+    try:
+        yield
+    except DataError as exc:
+        if exc.path is None:
+            raise
+        path = Path(exc.path)
+        scope = ("cq" if path.is_relative_to(layout.consumequeue_dir)
+                 else "index" if path.is_relative_to(layout.index_dir) else "commitlog")
+        raise DataError(f"{exc.message}; recovery cannot load it and changed nothing; next: "
+                        f"{'; then '.join(_next_steps([scope], store))}", path=exc.path) from None
+
+
+def _left_after(config, store) -> list:
+    """What verify-crc still finds once recovery is done.  A broker's recovery only cuts the
+    commitlog's tail and the queues past it: damage before the cut, and queue or index entries
+    that are wrong but not past the end, stay.  recover's promise is a store that verifies
+    clean, or exit 1 naming what is left and what to run next."""
+    from mqtool.forensics import verify  # (loads the compiled kernels: only when recovery ran)
+
+    found = []
+    layout = discover(config, config_given=True, must_exist=True)
+    verify.verify(layout, on_finding=found.append)
+    return found
+
+
+def _next_steps(left, store) -> list[str]:
+    """What mends what is left: findings, or the names of their scopes."""
+    scopes = {getattr(finding, "scope", finding) for finding in left}
+    steps = []
+    if "commitlog" in scopes:
+        steps.append(f"`mqtool salvage {store} NEW_STORE` (copies every valid record into a new store)")
+    if scopes & {"cq", "index"}:
+        steps.append(f"`mqtool rebuild-cq{' --index' if 'index' in scopes else ''} {store}`")
+    return steps
+
+
+LEFT_SHOWN = 20   # findings listed after recovery; the count says how many there are
+
+
+def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=(), left=()) -> None:
     data = plan.to_json()
     data["notes"] = list(notes)
     data["applied"] = applied
     data["quarantine"] = str(quarantine) if quarantine else None
+    if applied:
+        data["left"] = [finding.to_json() for finding in left[:LEFT_SHOWN]]
+        data["leftCount"] = len(left)
     if as_json:
         output.emit_json(data)
         return
@@ -87,9 +142,12 @@ def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=()) -> None:
                      f"({plan.cut - plan.redispatch_from:,} bytes) into consume queues and index")
     lines.extend(f"  {note}" for note in notes)
     if not plan.changes_anything:
-        lines.append("  nothing to do: the store is consistent")
+        lines.append("  nothing to do: the store is consistent" if not left else "  nothing recovery mends")
     if applied and quarantine:
         lines.append(f"  everything cut or removed is kept in {quarantine} (see its manifest.json)")
+    if left:
+        lines.append(f"  left after recovery ({len(left)} problem(s) verify-crc finds):")
+        lines.extend(f"    {f.scope} {f.kind} {f.file} byte {f.file_offset}: {f.message}" for f in left[:LEFT_SHOWN])
     console = output.stdout()
     for line in lines:
         console.print(line, highlight=False, markup=False)

@@ -66,6 +66,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     for entry in found.unknown():   # a file the store should not hold is a problem, not silence
         on_finding(verify.Finding("store", "unknown-file", entry.path, None, None,
                                   "not a file or folder of a RocketMQ store that mqtool knows"))
+    for link in found.links:        # where writers would write through a link
+        on_finding(verify.Finding("store", "symbolic-link", link.path, None, None, link.problem()))
     total = _total_bytes(layout, scopes)
     runner = pipeline.open_engine("spark", master=master, conf=spark_conf) if engine == "spark" else None
     if runner is None and (master or spark_conf):

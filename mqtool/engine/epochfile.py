@@ -31,7 +31,7 @@ def read(path: Path) -> list[epochfile.EpochEntry] | None:
     """The entries, from the file or, as a broker does, its .bak; None without an epoch file."""
     for candidate in (path, path.with_name(path.name + ".bak")):
         try:
-            text = fsutil.read_small(candidate, 16 << 20).decode("utf-8")
+            text = fsutil.read_whole(candidate, 16 << 20).decode("utf-8")
         except FileNotFoundError:
             continue
         except (OSError, UnicodeDecodeError) as exc:
@@ -46,7 +46,7 @@ def read(path: Path) -> list[epochfile.EpochEntry] | None:
 
 
 def _write(path: Path, entries) -> None:
-    previous = fsutil.read_small(path, 16 << 20) if path.exists() else None
+    previous = fsutil.read_whole(path, 16 << 20) if path.exists() else None
     if previous is not None:
         path.with_name(path.name + ".bak").write_bytes(previous)
     path.write_text(epochfile.render(entries), encoding="utf-8")

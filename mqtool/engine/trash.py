@@ -63,7 +63,7 @@ class Trash:
     def _load(self) -> list[Staged]:
         path = self.dir / MANIFEST
         try:
-            doc = json.loads(fsutil.read_small(path, 256 << 20).decode("utf-8"))
+            doc = json.loads(fsutil.read_whole(path, 256 << 20).decode("utf-8"))
         except FileNotFoundError:
             return []
         except (OSError, ValueError) as exc:

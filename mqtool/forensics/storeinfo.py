@@ -78,6 +78,7 @@ def gather(layout) -> dict:
     info: dict = {"type": "info", "store": str(layout.root)}
     found = census.take(layout)
     info["census"] = [e.to_json() for e in found.entries]
+    info["links"] = [link.to_json() for link in found.links]
     info["features"] = sorted(found.features - {"store", "mqtool", "config"})
     info["unchecked"] = unchecked(found)
     cl_files = layout.commitlog_files()

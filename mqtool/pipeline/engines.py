@@ -107,6 +107,8 @@ def find_stores(paths, config_path: str | None = None, settings=()) -> list[Stor
         name = None
         if "=" in given and not os.path.exists(given):
             name, given = given.split("=", 1)
+            if not name or not given:
+                raise UsageError(f"{name}={given}: expected NAME=DIR, both given")
         path = Path(given)
         if not path.exists():
             raise NotAStoreError("no such store directory", path=path)

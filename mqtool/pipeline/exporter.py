@@ -18,8 +18,9 @@ from pathlib import Path
 from mqtool.pipeline import engines as pipeline
 
 ROW_GROUP = 8192
-# Spark's ExternalCatalogUtils.charToEscape (for non-Windows)
-_ESCAPE = set(range(1, 32)) | {ord(c) for c in "\"#%'*/:=?\\{[]^"} | {127}
+# Spark's ExternalCatalogUtils.charToEscape (for non-Windows), and NUL: Spark leaves it as it is
+# and then cannot create the directory; %00 reads back as NUL with Spark's unescapePathName
+_ESCAPE = set(range(0, 32)) | {ord(c) for c in "\"#%'*/:=?\\{[]^"} | {127}
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 FORMATS = ("parquet", "jsonl")
 

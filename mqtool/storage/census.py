@@ -12,6 +12,7 @@ MessageStoreConfig, TimerMessageStore, CompactionStore, RocksDBConsumeQueueStore
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,11 +102,28 @@ class Entry:
                 "status": self.status, "what": self.what, "files": self.files, "bytes": self.bytes}
 
 
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link inside the store where mqtool writes (see `links`)."""
+
+    path: str            # relative to the store's root
+    target: str
+    what: str            # what it leads to: a folder, a regular file, a dangling link...
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "target": self.target, "what": self.what}
+
+    def problem(self) -> str:
+        return (f"{self.path}: a symbolic link to {self.target} ({self.what}); mqtool does not write through "
+                "links in a store (only commitlog folders may be links, where storePathCommitLog puts them)")
+
+
 @dataclass
 class Census:
     root: Path
     entries: list[Entry] = field(default_factory=list)
     configured: set = field(default_factory=set)   # features the broker's settings turn on
+    links: list[Link] = field(default_factory=list)
 
     @property
     def features(self) -> set:
@@ -115,10 +133,13 @@ class Census:
         return [e for e in self.entries if e.status == UNKNOWN]
 
     def problems(self) -> list[str]:
-        return [f"{e.path}: not a file or folder of a RocketMQ store that mqtool knows" for e in self.unknown()]
+        return ([f"{e.path}: not a file or folder of a RocketMQ store that mqtool knows" for e in self.unknown()]
+                + [link.problem() for link in self.links])
 
     def refusal(self, writer: str) -> str | None:
         """Why `writer` must not change this store (the first reason), or None."""
+        for link in self.links:
+            return f"{link.problem()}: {writer} refused, nothing was changed"
         for entry in self.unknown():
             return (f"{entry.path} is not part of a RocketMQ store that mqtool knows; {writer} cannot keep it "
                     "consistent (move it out of the store, or see `mqtool info`)")
@@ -230,6 +251,7 @@ def take(layout) -> Census:
             census.entries.extend(_config_entries(path))
         if name == "consumequeue" and feature == "store":
             census.entries.extend(_lmq_entries(path))
+    census.links = links(layout)
     for extra_dir in commitlog_dirs:
         if extra_dir.parent != root and extra_dir.is_dir():
             files, size = _tree_size(extra_dir)
@@ -267,3 +289,55 @@ def _lmq_entries(cq_dir: Path) -> list[Entry]:
         files, size = files + f, size + s
     return [Entry(f"consumequeue/{LMQ_PREFIX}*/", "lmq", f"{len(lmq)} LMQ queue(s) (multi-dispatched units)",
                   FEATURES["lmq"].status, files, size)]
+
+
+def links(layout) -> list[Link]:
+    """The symbolic links where writers write: the store's own entries (checkpoint, lock, abort,
+    index/, consumequeue/, quarantine/, trash/, config/...), the files of the commitlog, the index
+    and every consume queue, and the topic and queue folders.
+
+    The one rule for writing through links: never.  A write through a link lands outside the
+    store (a `lock` link turns its target's first bytes into "lock"; an `abort` link overwrites
+    its target), or in a place a broker's config never puts store files.  The one exception is
+    what a broker's config itself may put anywhere: the commitlog folders (storePathCommitLog,
+    readOnlyCommitLogStorePaths), so `commitlog -> /data2/commitlog` is fine."""
+    root = Path(layout.root)
+    allowed = {Path(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs}
+    found = []
+
+    def look(directory: Path) -> None:
+        for name, target in sorted(fsutil.symlinks(directory).items()):
+            path = directory / name
+            if path not in allowed:
+                what = fsutil.what_is(path) or "a regular file"
+                found.append(Link(_relative(path, root), target, what))
+
+    look(root)
+    for directory in sorted(allowed):
+        look(directory)
+    for sub in ("index", "config"):
+        look(root / sub)
+    cq = root / "consumequeue"
+    if not os.path.islink(cq) and os.path.isdir(cq):
+        look(cq)
+        for topic, _, topic_is_dir, _ in _listing(cq):
+            if topic_is_dir and not os.path.islink(cq / topic):
+                look(cq / topic)
+                for queue, _, queue_is_dir, _ in _listing(cq / topic):
+                    if queue_is_dir and not os.path.islink(cq / topic / queue):
+                        look(cq / topic / queue)
+    return found
+
+
+def _listing(directory: Path) -> list:
+    try:
+        return fsutil.scandir(directory)
+    except OSError:
+        return []
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

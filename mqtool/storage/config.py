@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import UsageError
+from mqtool.storage import fsutil
 
 GIB = 1024 * 1024 * 1024
 CQ_UNIT_SIZE = 20
@@ -89,6 +90,9 @@ class StoreConfig:
     # mqtool: which broker generation the written bytes follow ("4" or "5")
     storeFormat: str = "4"
     extra: dict = field(default_factory=dict, repr=False)
+    # where each file size came from ("broker.conf", "--set", "the store's files", "RocketMQ's default"),
+    # so that a writer can say which size it used (store_config_for_write fills it)
+    origins: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------ derived values
     @property
@@ -148,7 +152,7 @@ class StoreConfig:
         return dataclasses.replace(self, **changes)
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(StoreConfig) if f.name != "extra"}
+_FIELDS = {f.name: f for f in dataclasses.fields(StoreConfig) if f.name not in ("extra", "origins")}
 # 4.9.8 reads the disk levels from JVM system properties as fractions.
 _JVM_ALIASES = {
     "rocketmq.broker.diskSpaceWarningLevelRatio": "diskSpaceWarningLevelRatio",
@@ -156,9 +160,27 @@ _JVM_ALIASES = {
 }
 
 
+# settings with a closed set of values: anything else is a usage error, never a silent default
+_CHOICES = {
+    "storeFormat": ("4", "5"),
+    "flushDiskType": ("SYNC_FLUSH", "ASYNC_FLUSH"),
+    "brokerRole": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
+}
+# broker settings mqtool reads beyond StoreConfig's fields (the census, the epoch file)
+EXTRA_SETTINGS = frozenset({"storePathEpochFile", "storeType", "enableLmq", "enableMultiDispatch",
+                            "enableControllerMode"})
+
+
+def unknown_settings(settings: dict) -> list[str]:
+    """The keys of settings that mqtool does not know (a typo on the command line, most likely)."""
+    return [key for key in settings if key not in _FIELDS and key not in _JVM_ALIASES and key not in EXTRA_SETTINGS]
+
+
 def _convert(name: str, raw: str, where: str):
     kind = _FIELDS[name].type
     text = raw.strip()
+    if name in _CHOICES and text not in _CHOICES[name]:
+        raise UsageError(f"{where}: {name} must be one of {', '.join(_CHOICES[name])}, not {text!r}")
     if "bool" in kind:
         if text.lower() in ("true", "false"):
             return text.lower() == "true"
@@ -216,10 +238,13 @@ def apply_settings(config: StoreConfig, settings: dict[str, str], where: str = "
     return dataclasses.replace(config, extra=extra, **changes)
 
 
+BROKER_CONF_LIMIT = 16 << 20   # a broker.conf is a few KiB; this is far beyond any real one
+
+
 def load_broker_conf(path, base: StoreConfig | None = None) -> StoreConfig:
     """Read a broker.conf; a missing or unreadable file is a usage error naming it."""
     try:
-        text = Path(path).read_text(encoding="iso-8859-1")   # as java.util.Properties.load reads it
+        text = fsutil.read_whole(path, BROKER_CONF_LIMIT).decode("iso-8859-1")   # as Properties.load reads it
     except OSError as exc:
         raise UsageError(f"cannot read broker config: {exc.strerror}", path=path) from None
     config = base or StoreConfig()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mqtool.errors import NotAStoreError
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
+from mqtool.storage.layout import list_store_files
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -212,12 +213,7 @@ class ConsumeQueue:
 
 
 def _names(directory: Path) -> list[str]:
-    from mqtool.storage import fsutil
-
-    try:
-        return [name for name, is_file, _, _ in fsutil.scandir(directory) if is_file]
-    except FileNotFoundError:
-        return []
+    return [f.name for f in list_store_files(directory)]
 
 
 def require_files(layout) -> None:

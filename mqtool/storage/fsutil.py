@@ -73,9 +73,30 @@ def scandir(directory):
         result = []
         with os.scandir(fd) as entries:
             for entry in entries:
-                st = os.stat(entry.name, dir_fd=fd)
+                try:
+                    st = os.stat(entry.name, dir_fd=fd)
+                except OSError as exc:   # a dangling or looping link: the link's own stat
+                    if exc.errno not in (errno.ENOENT, errno.ELOOP):
+                        raise
+                    st = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
                 result.append((entry.name, _is_reg(st.st_mode), _is_dir(st.st_mode), st))
         return result
+    finally:
+        os.close(fd)
+
+
+def symlinks(directory) -> dict:
+    """{name: where it points} for the symbolic links in directory (none when it cannot be
+    listed), without touching its atime."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NOATIME)
+    except PermissionError:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return {}
+    try:
+        with os.scandir(fd) as entries:
+            return {e.name: os.readlink(e.name, dir_fd=fd) for e in entries if e.is_symlink()}
     finally:
         os.close(fd)
 
@@ -86,6 +107,31 @@ def _is_reg(mode: int) -> bool:
 
 def _is_dir(mode: int) -> bool:
     return stat.S_ISDIR(mode)
+
+
+def what_is(path) -> str | None:
+    """None for a regular file (a link to one included); else what stands there, in words an
+    operator can act on: a dangling link (and where it points), a folder, a FIFO, a device."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"a dangling symbolic link (to {os.readlink(path)})"
+        return "missing"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link that loops"
+        return f"unreadable ({exc.strerror})"
+    mode = st.st_mode
+    if _is_reg(mode):
+        return None
+    if _is_dir(mode):
+        return "a folder"
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def is_regular_file(path) -> bool:
@@ -110,6 +156,16 @@ def read_small(path, limit: int = 1 << 20) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_whole(path, limit: int) -> bytes:
+    """A whole small file (a broker.conf, a config JSON, a manifest), read without a trace; a
+    file longer than limit is refused (OSError EFBIG), never read on and on (/dev/zero as a
+    config file), and anything but a regular file is refused by open_read (a FIFO would block)."""
+    data = read_small(path, limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"longer than {limit:,} bytes, too long for this kind of file", str(path))
+    return data
 
 
 def fsync_dir(directory) -> None:

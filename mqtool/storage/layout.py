@@ -72,7 +72,7 @@ class StoreLayout:
         """
         files = []
         for directory in self.commitlog_dirs + self.readonly_commitlog_dirs:
-            files.extend(_list_files(directory))
+            files.extend(list_store_files(directory))
         return sorted(files, key=lambda f: f.name)
 
     def consume_queues(self) -> list[tuple[str, int, Path]]:
@@ -87,10 +87,10 @@ class StoreLayout:
         return result
 
     def consume_queue_files(self, queue_dir: Path) -> list[FileInfo]:
-        return sorted(_list_files(queue_dir), key=lambda f: f.name)
+        return sorted(list_store_files(queue_dir), key=lambda f: f.name)
 
     def index_files(self) -> list[FileInfo]:
-        return sorted((f for f in _list_files(self.index_dir)), key=lambda f: f.name)
+        return sorted((f for f in list_store_files(self.index_dir)), key=lambda f: f.name)
 
     # -------------------------------------------------------------- file sizes
     def _given(self, name: str) -> bool:
@@ -160,17 +160,37 @@ class StoreLayout:
 
 
 def _scan(directory: Path):
+    """The entries of a store folder; none when it does not exist.  Something else standing
+    where the folder should be (a file, a dangling link) is unreadable input (exit 4)."""
     try:
         return fsutil.scandir(directory)
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
+        if os.path.islink(directory):
+            raise NotAStoreError(f"{fsutil.what_is(directory)} where a folder of the store should be",
+                                 path=directory) from None
         return []
+    except NotADirectoryError:
+        raise NotAStoreError(f"{fsutil.what_is(directory) or 'a file'} where a folder of the store should be",
+                             path=directory) from None
     except PermissionError as exc:
         raise NotAStoreError(f"cannot list directory: {exc.strerror}", path=directory) from None
 
 
-def _list_files(directory: Path) -> list[FileInfo]:
-    return [FileInfo(Path(directory) / name, name, st.st_size, st.st_mtime)
-            for name, is_file, _, st in _scan(directory) if is_file]
+def list_store_files(directory: Path) -> list[FileInfo]:
+    """The files of a folder that holds only store files (commitlog, a consume queue, index).
+
+    Anything else there (a folder, a dangling link, a FIFO) is a file the store cannot read: a
+    broker fails to load the folder, and a command that skipped it would show a store with a
+    hole and call it whole.  So it is unreadable input (exit 4), named, for every command."""
+    files = []
+    for name, is_file, _, st in _scan(directory):
+        path = Path(directory) / name
+        if not is_file:
+            raise NotAStoreError(f"{fsutil.what_is(path)}, not a store file: a broker cannot load this folder "
+                                 "(move it out of the store; nothing was changed)", path=path)
+        files.append(FileInfo(path, name, st.st_size, st.st_mtime))
+    return files
+
 
 
 def _list_dirs(directory: Path) -> list[str]:

@@ -74,6 +74,12 @@ class MappedFileQueue:
                 self.problems.append(LoadProblem("bad-file-name", path, None,
                                                  "file name is not a 20-digit offset; skipped"))
                 continue
+            if int(path.name) + self.file_size > JAVA_LONG_MAX:
+                message = "file name is an offset a broker cannot hold (its end passes 2^63 - 1)"
+                if self.strict:
+                    raise NotAStoreError(message, path=path)
+                self.problems.append(LoadProblem("bad-file-name", path, None, message + "; skipped"))
+                continue
             mf = MappedFile(path, self.file_size, writable=self.writable, strict=self.strict)
             mf.append_with_pwrite = self.append_with_pwrite
             if mf.size_mismatch:
@@ -261,6 +267,9 @@ class MappedFileQueue:
 
     def __exit__(self, *exc):
         self.close()
+
+
+JAVA_LONG_MAX = (1 << 63) - 1   # offsets are Java longs
 
 
 def name_offset(path: Path) -> int:

@@ -31,7 +31,7 @@ def read_checkpoint(path) -> dict:
 def read_config_json(path):
     """A config/*.json file parsed with fastjson's quirks; None when it does not exist."""
     try:
-        text = fsutil.read_small(path, 256 << 20).decode("utf-8")
+        text = fsutil.read_whole(path, 256 << 20).decode("utf-8")
     except FileNotFoundError:
         return None
     except OSError as exc:

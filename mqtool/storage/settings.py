@@ -7,11 +7,10 @@ Every command resolves its store here, so that a setting means the same to all o
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 
 from mqtool.errors import UsageError
 from mqtool.storage import fsutil
-from mqtool.storage.config import SIZE_SETTINGS, config_for_store, parse_properties
+from mqtool.storage.config import BROKER_CONF_LIMIT, SIZE_SETTINGS, config_for_store, parse_properties
 from mqtool.storage.layout import StoreLayout, discover
 
 
@@ -40,13 +39,17 @@ def store_config_for_write(store: str, config_path: str | None, settings):
     mqtool never writes files of another size than the store already has."""
     overrides = parse_settings(settings)
     config = config_for_store(store, config_path, overrides)
+    in_conf = set()
+    if config_path:
+        in_conf = {key for _, key, _ in parse_properties(fsutil.read_whole(config_path, BROKER_CONF_LIMIT)
+                                                         .decode("iso-8859-1"))}
+    origins = {name: "--set" if name in overrides else "broker.conf" if name in in_conf else "RocketMQ's default"
+               for name in SIZE_SETTINGS}
     root = config.root
     if not root.exists() or not fsutil.scandir(root):   # (scandir: no access time changes)
-        return config
+        return config.replace(origins=origins)
     layout = discover(config, config_given=False, must_exist=True)
-    given = set(overrides)
-    if config_path:
-        given |= {key for _, key, _ in parse_properties(Path(config_path).read_text(encoding="utf-8"))}
+    given = set(overrides) | in_conf
     changes = {}
     if "mappedFileSizeCommitLog" not in given and layout.commitlog_files():
         changes["mappedFileSizeCommitLog"] = layout.commitlog_file_size()
@@ -56,7 +59,8 @@ def store_config_for_write(store: str, config_path: str | None, settings):
         changes["maxHashSlotNum"], changes["maxIndexNum"] = layout.index_geometry()
     if "storeFormat" not in given and ((root / "abort.bak").exists() or (root / "compaction").is_dir()):
         changes["storeFormat"] = "5"
-    return config.replace(**changes) if changes else config
+    origins.update({name: "the store's files" for name in changes if name in origins})
+    return config.replace(origins=origins, **changes)
 
 
 def parse_time(text: str | None, what: str) -> int | None:

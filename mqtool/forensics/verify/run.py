@@ -213,9 +213,11 @@ def _outside(layout, pointer: Pointers, spans) -> list[Finding]:
         where = lambda i: first_entry + i * index_format.ENTRY_SIZE  # noqa: E731
         kind, what = "entry-outside-commitlog", "entry {n} points at commitlog offset {o}, where the commitlog has no file"
         number = lambda i: i  # noqa: E731
-    at = np.searchsorted(starts, targets, side="right") - 1
-    inside = (at >= 0) & (targets < ends[np.maximum(at, 0)])
-    below = targets < (starts[0] if len(starts) else np.iinfo(np.int64).max)
+    inside = np.zeros(len(targets), dtype=bool)    # no commitlog file at all: every pointer is outside
+    if len(starts):
+        at = np.searchsorted(starts, targets, side="right") - 1
+        inside = (at >= 0) & (targets < ends[np.maximum(at, 0)])
+    below = targets < starts[0] if len(starts) else np.zeros(len(targets), dtype=bool)
     findings = []
     for j in np.flatnonzero(~inside & ~below).tolist():
         i, offset = int(rows[j]), int(targets[j])
