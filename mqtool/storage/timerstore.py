@@ -277,28 +277,32 @@ class Dangling:
     count: int
     by_topic: dict
     listed: list
+    by_file: dict        # commitlog file start offset -> how many of the units point into it
 
     def to_json(self) -> dict:
         return {"count": self.count, "byTopic": self.by_topic, "units": self.listed,
                 "listed": len(self.listed)}
 
-    def text(self, verb: str = "") -> str:
+    def text(self, dry_run: bool = False) -> str:
         topics = ", ".join(f"{t or '?'}: {n}" for t, n in sorted(self.by_topic.items(), key=lambda kv: str(kv[0])))
-        return f"{self.count} timer unit(s) {verb}left dangling ({topics})"
+        return f"{self.count} timer unit(s) {'would be ' if dry_run else ''}left dangling ({topics})"
 
 
 def find_dangling(layout, queue, lost) -> Dangling | None:
     """The pending units `lost` leaves dangling (None without a timer store, or none dangling)."""
     if not exists(layout):
         return None
-    count, by_topic, listed = 0, {}, []
+    count, by_topic, listed, by_file = 0, {}, [], {}
     with TimerStore(layout) as ts:
         for row in dangling_units(ts, queue, lost):
             count += 1
             by_topic[row["realTopic"]] = by_topic.get(row["realTopic"], 0) + 1
+            mf = queue.find_by_offset(row["offsetPy"])
+            if mf is not None:
+                by_file[mf.file_from_offset] = by_file.get(mf.file_from_offset, 0) + 1
             if len(listed) < LISTED:
                 listed.append(row)
-    return Dangling(count, by_topic, listed) if count else None
+    return Dangling(count, by_topic, listed, by_file) if count else None
 
 
 def pending_counts(layout, queue) -> dict | None:
