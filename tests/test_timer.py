@@ -163,6 +163,9 @@ def test_verify_checks_a_sound_timer_store_and_only_when_there_is_one(timer_stor
     assert summary["timerUnits"] == len(messages) and summary["unchecked"] == []
     plain = run_cli("verify-crc", extracted("basic5"), "--json").json_lines()[-1]
     assert plain["scopes"] == ["commitlog", "cq", "index"]
+    for kind in ("timerlog", "timerwheel", "timercheck"):
+        none = run_cli("dump", extracted("basic5"), kind)
+        assert none.code == 4 and "timer" in none.err, (kind, none.err)
 
 
 def _unit_field(store, pos, at, fmt_, value):
@@ -185,6 +188,7 @@ DAMAGE = {   # name: (how, the finding's kind)
                               "timer-unit-outside-commitlog"),
     "offsetPy at another topic": (lambda s, m, sl: _unit_field(s, m[32].pos, 28, ">q", 0), "timer-unit-wrong-topic"),
     "topic hash": (lambda s, m, sl: _unit_field(s, m[33].pos, 40, ">i", 7), "timer-unit-wrong-real-topic"),
+    "prevPos of another slot": (lambda s, m, sl: _unit_field(s, m[21].pos, 4, ">q", m[0].pos), "timer-bad-prev"),
     "slot count": (lambda s, m, sl: _slot_field(s, max(sl), 24, ">i", 99), "timer-slot-count-mismatch"),
     "slot past the log": (lambda s, m, sl: _slot_field(s, max(sl), 16, ">q", 1 << 30), "timer-slot-outside-timerlog"),
     "flush position": (lambda s, m, sl: _checkpoint(s, 8, 1 << 30), "timercheck-beyond-timerlog"),

@@ -133,6 +133,8 @@ def _dump_store(layout, kind, filters, ctx) -> None:
                     if path.exists():
                         _dump_config(path, ctx, display)
     elif kind in ("timerlog", "timerwheel"):
+        if not timerstore.exists(layout):
+            raise NotAStoreError("no timer store here (timerWheelEnable is off, or a 4.x store)", path=layout.root)
         with timerstore.TimerStore(layout) as ts:
             if kind == "timerlog":
                 _timerdump.dump_timerlog(ts, filters, ctx, display)

@@ -81,18 +81,8 @@ UNIT_DTYPE = np.dtype([("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("
 assert SLOT_DTYPE.itemsize == SLOT_SIZE and UNIT_DTYPE.itemsize == UNIT_SIZE
 
 
-def magic_ok(magic: int) -> bool:
-    """TimerMessageStore.isMagicOK: only the low four bits may be set."""
-    return (magic | 0xF) == 0xF
-
-
 def is_delete(magic: int) -> bool:
     return bool(magic & MAGIC_DELETE) and not magic & MAGIC_ROLL
-
-
-def slot_index(time_ms: int, precision_ms: int) -> int:
-    """TimerWheel.getSlotIndex."""
-    return time_ms // precision_ms % SLOT_COUNT
 
 
 def last_unit_offset(file_size: int) -> int:

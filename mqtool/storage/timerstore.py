@@ -18,7 +18,6 @@ import numpy as np
 from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record, RecordError, decode_entry
-from mqtool.formats.filenames import is_offset_name
 from mqtool.storage import fsutil
 from mqtool.storage.mappedfile import MappedFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -243,9 +242,6 @@ def record_at(queue, offset: int) -> Record | str:
         return "no record starts here (" + ("a BLANK end record" if entry is not None else "unwritten space") + ")"
     return entry
 
-
-def is_timerlog_file(path: Path) -> bool:
-    return is_offset_name(path.name) and path.parent.name == "timerlog"
 
 
 # -------------------------------------------------------- what a cut or deletion leaves dangling

@@ -53,8 +53,8 @@ class _Check:
         for problem in ts.problems:
             self.add(problem.kind, self.display(problem.path), None, problem.offset, problem.message)
         end = self._timerlog()
-        pending = self._units(end)
-        self._wheel(end, pending)
+        self._units(end)
+        self._wheel(end)
         self._checkpoint(end)
 
     # ------------------------------------------------------------------ timerlog
@@ -84,28 +84,36 @@ class _Check:
         return ts.written_end
 
     # --------------------------------------------------------------------- units
-    def _units(self, end: int) -> set:
+    def _units(self, end: int) -> None:
+        """Each unit on its own, against its slot and its record; nothing is kept per unit, so
+        memory stays flat however long the timerlog."""
         ts, low = self.ts, self.ts.timerlog.min_offset
-        pending, slot_of = set(), {}
+        slots = ts.wheel()
         for unit in ts.units():
             self.result.timer_units += 1
             path = self.display(unit.path)
             slot_time = unit.delivery_ms // ts.precision
-            slot_of[unit.pos] = slot_time
             prev = unit.prev_pos
-            if prev != -1 and not (low <= prev < unit.pos and prev in slot_of) and prev >= low:
-                self.add("timer-bad-prev", path, unit.file_offset, unit.pos,
-                         f"unit {unit.pos}'s prevPos is not an earlier unit of its slot", expected="-1 or an earlier unit",
-                         found=prev)
-            elif prev in slot_of and slot_of[prev] != slot_time:
-                self.add("timer-bad-prev", path, unit.file_offset, unit.pos,
-                         f"unit {unit.pos}'s prevPos is a unit of another delivery time",
-                         expected=slot_time * ts.precision, found=slot_of[prev] * ts.precision)
+            if prev != -1 and prev >= low:
+                before = ts.unit_at(prev) if prev < unit.pos else None
+                if before is None:
+                    self.add("timer-bad-prev", path, unit.file_offset, unit.pos,
+                             f"unit {unit.pos}'s prevPos is not an earlier unit", expected="-1 or an earlier unit",
+                             found=prev)
+                elif before.delivery_ms // ts.precision != slot_time:
+                    self.add("timer-bad-prev", path, unit.file_offset, unit.pos,
+                             f"unit {unit.pos}'s prevPos is a unit of another delivery time",
+                             expected=slot_time * ts.precision, found=before.delivery_ms // ts.precision * ts.precision)
             is_pending = ts.is_pending(unit)
-            if is_pending:
-                pending.add(unit.pos)
+            if is_pending and slots is not None and len(slots) == fmt.SLOT_COUNT:
+                slot = slots[slot_time % fmt.SLOT_COUNT]
+                if int(slot["timeSlot"]) != slot_time or not int(slot["firstPos"]) <= unit.pos <= int(slot["lastPos"]):
+                    self.add("timer-unit-not-in-wheel", path, unit.file_offset, unit.pos,
+                             f"pending unit {unit.pos} is not on its slot's chain: a broker would never deliver it",
+                             expected=f"slot {slot_time % fmt.SLOT_COUNT} of time {slot_time}, "
+                                      f"firstPos <= {unit.pos} <= lastPos",
+                             found=[int(slot["timeSlot"]), int(slot["firstPos"]), int(slot["lastPos"])])
             self._target(unit, path, is_pending)
-        return pending
 
     def _target(self, unit, path, is_pending: bool) -> None:
         if unit.offset_py < self.cl_low and not is_pending:
@@ -140,7 +148,7 @@ class _Check:
                      expected=None if real is None else java_hash(real), found=unit.topic_hash)
 
     # --------------------------------------------------------------------- wheel
-    def _wheel(self, end: int, pending: set) -> None:
+    def _wheel(self, end: int) -> None:
         ts = self.ts
         slots = ts.wheel()
         if slots is None:
@@ -154,7 +162,7 @@ class _Check:
         if ts.wheel_size() != fmt.WHEEL_SIZE:
             self.add("bad-file-size", where, None, None, "the timerwheel is not 7 x 86400 x 2 slots of 32 bytes",
                      expected=fmt.WHEEL_SIZE, found=ts.wheel_size())
-        low, reached = ts.timerlog.min_offset, set()
+        low = ts.timerlog.min_offset
         times = slots["timeSlot"].astype("int64")
         for i in ((times * ts.precision >= ts.read_time_ms) & (times != 0)).nonzero()[0].tolist():
             row = slots[i]
@@ -178,7 +186,6 @@ class _Check:
                              f"slot {i}'s chain reaches timerlog offset {pos}, which is not a unit of its time")
                     chain_ok = False
                     break
-                reached.add(pos)
                 count += -1 if unit.is_delete else 1
                 seen += 1
                 if unit.prev_pos == -1 and pos != first:
@@ -189,10 +196,6 @@ class _Check:
             if chain_ok and pos == -1 and count != num:
                 self.add("timer-slot-count-mismatch", where, at, None,
                          f"slot {i} counts {num} messages, its chain holds {count}", expected=count, found=num)
-        for pos in sorted(pending - reached):
-            unit = ts.unit_at(pos)
-            self.add("timer-unit-not-in-wheel", self.display(unit.path), unit.file_offset, pos,
-                     f"pending unit {pos} is on no slot's chain: a broker would never deliver it")
 
     # ---------------------------------------------------------------- checkpoint
     def _checkpoint(self, end: int) -> None:
