@@ -3,7 +3,9 @@
 The recovery is the store's own (mqtool/engine/recovery.py, what `append` runs on
 open); the command adds the operator's safety: --dry-run shows the plan and
 changes nothing, every cut byte and removed file is kept in the quarantine
-first, and a clean close leaves a store a broker opens without recovering.
+first, and a clean close leaves a store a broker opens without recovering.  Pending timer units
+(5.x timer store) whose records the cut removes are reported and listed in the quarantine
+(timer-units.jsonl); the timerlog and wheel are left as they are (see mqtool/engine/recovery.py).
 """
 
 from __future__ import annotations
