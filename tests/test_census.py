@@ -31,13 +31,6 @@ def _first_cq_file(store: Path) -> Path:
     return next(p for p in sorted((store / "consumequeue").rglob("*")) if p.is_file())
 
 
-def _timer(store):
-    (store / "timerwheel").write_bytes(bytes(64))
-    (store / "timerlog").mkdir()
-    (store / "config").mkdir(exist_ok=True)
-    (store / "config" / "timercheck").write_bytes(bytes(4096))
-
-
 def _lmq(store):
     queue = store / "consumequeue" / "%LMQ%orders" / "0"
     queue.mkdir(parents=True)
@@ -66,7 +59,7 @@ def _transaction(store):
 
 
 FEATURES = [  # (name, how to lay it out, the setting the refusal names, writers that refuse)
-    ("timer", _timer, "timerWheelEnable", ["recover", "clean"]),
+    # (the timer store is understood and kept by every writer: tests/test_timer.py)
     ("lmq", _lmq, "enableLmq / enableMultiDispatch", ["append", "recover", "rebuild-cq", "clean"]),
     ("consumequeue-ext", _ext, "enableConsumeQueueExt", ["append", "recover", "rebuild-cq", "clean"]),
     ("batch-cq", _batch, "queue.type=BatchCQ", ["append", "recover", "rebuild-cq", "clean"]),

@@ -3,7 +3,9 @@
 Opens the store as `append` does (the lock held throughout; exit 3 while a broker
 holds it), runs one reclaim run and explains every decision.  Quiet when there is
 nothing to do, so cron mails only on news.  --dry-run plans on a read-only view and
-changes nothing (not even a recovery).
+changes nothing (not even a recovery).  Commitlog files that pending timer units (5.x timer
+store) point into are staged in the trash even with --delete-delay 0, and the run warns how many
+units it leaves dangling (mqtool/engine/reclaim/reclaimer.py).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import click
 from rich.markup import escape
 
 from mqtool.cli import options, output
+from mqtool.commands import _timerdump
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
 from mqtool.forensics import dumpwalk, storeinfo
 from mqtool.forensics.dumpwalk import Tally, relative_paths
@@ -19,19 +20,21 @@ from mqtool.forensics.filters import Filters
 from mqtool.forensics.messageview import BODY_FORMATS, message_fields
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import census, commitlog, consumequeue, dispatchrequest, metafiles
+from mqtool.storage import census, commitlog, consumequeue, dispatchrequest, metafiles, timerstore
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.settings import open_layout, parse_settings
 
-KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
+KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog", "timerwheel", "timercheck")
 BODY_CUT = 48
 
 
 def _infer_kind(path: Path) -> str:
-    if path.name == "checkpoint":
-        return "checkpoint"
+    if path.name in ("checkpoint", "timerwheel", "timercheck"):
+        return path.name
+    if is_offset_name(path.name) and path.parent.name == "timerlog":
+        return "timerlog"     # not a commitlog: 52-byte timer units
     if path.suffix == ".json":
         return "config"
     if is_index_name(path.name) or path.parent.name == "index":
@@ -129,6 +132,19 @@ def _dump_store(layout, kind, filters, ctx) -> None:
                 if path.name.endswith(".json") or path.name.endswith(".json.bak"):
                     if path.exists():
                         _dump_config(path, ctx, display)
+    elif kind in ("timerlog", "timerwheel"):
+        if not timerstore.exists(layout):
+            raise NotAStoreError("no timer store here (timerWheelEnable is off, or a 4.x store)", path=layout.root)
+        with timerstore.TimerStore(layout) as ts:
+            if kind == "timerlog":
+                _timerdump.dump_timerlog(ts, filters, ctx, display)
+            elif ts.wheel() is None:
+                raise NotAStoreError("no timerwheel in this store (timerWheelEnable is off, or a 4.x store)",
+                                     path=layout.timerwheel_path)
+            else:
+                _timerdump.dump_timerwheel(ts, filters, ctx, display)
+    elif kind == "timercheck":
+        _timerdump.dump_timercheck(layout.timercheck_path, ctx, display)
     else:
         raise UsageError(f"unknown kind {kind}")
 
@@ -173,6 +189,16 @@ def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> None:
         _dump_checkpoint(path, ctx, display)
     elif kind == "config":
         _dump_config(path, ctx, display)
+    elif kind in ("timerlog", "timerwheel"):
+        root = path.parent.parent if kind == "timerlog" else path.parent
+        layout = open_layout(str(root), config_path, settings, must_exist=False)
+        with timerstore.TimerStore(layout, paths=[path] if kind == "timerlog" else []) as ts:
+            if kind == "timerlog":
+                _timerdump.dump_timerlog(ts, filters, ctx, display)
+            else:
+                _timerdump.dump_timerwheel(ts, filters, ctx, display)
+    elif kind == "timercheck":
+        _timerdump.dump_timercheck(path, ctx, display)
     else:
         raise UsageError(f"unknown kind {kind}")
 

@@ -90,6 +90,12 @@ def _show(info: dict) -> None:
         if info["format"] == "5.x":
             console.print(f"    masterFlushedOffset   {cp['masterFlushedOffset']}", highlight=False)
             console.print(f"    confirmPhyOffset      {cp['confirmPhyOffset']}", highlight=False)
+    timer = info.get("timer")
+    if timer is not None:
+        topics = ", ".join(f"{escape(t)} {n}" for t, n in timer["byTopic"].items()) or "none"
+        console.print(f"  timer          {timer['pending']} pending message(s) ({topics}); "
+                      f"{timer['deleteMarkers']} delete marker(s); read up to {_time(timer['lastReadTimeMs'])}",
+                      highlight=False)
     shutdown = "clean (no abort file)" if info["cleanShutdown"] else \
         "[yellow]NOT clean: abort file present (crash, or a broker is running)[/yellow]"
     console.print(f"  last shutdown  {shutdown}", highlight=False)

@@ -3,7 +3,9 @@
 The recovery is the store's own (mqtool/engine/recovery.py, what `append` runs on
 open); the command adds the operator's safety: --dry-run shows the plan and
 changes nothing, every cut byte and removed file is kept in the quarantine
-first, and a clean close leaves a store a broker opens without recovering.
+first, and a clean close leaves a store a broker opens without recovering.  Pending timer units
+(5.x timer store) whose records the cut removes are reported and listed in the quarantine
+(timer-units.jsonl); the timerlog and wheel are left as they are (see mqtool/engine/recovery.py).
 """
 
 from __future__ import annotations
@@ -140,6 +142,14 @@ def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=(), left=()) 
     if plan.redispatch_from < plan.cut:
         lines.append(f"  {verb}dispatch commitlog offsets {plan.redispatch_from}..{plan.cut} again "
                      f"({plan.cut - plan.redispatch_from:,} bytes) into consume queues and index")
+    if plan.timer is not None:
+        kept = ("kept in the quarantine with timer-units.jsonl" if applied and quarantine else
+                "kept in the quarantine" if not applied else "NOT kept (--no-quarantine)")
+        lines.append(f"  {plan.timer.text(not applied)}: their records are among the cut bytes, {kept}; the timerlog "
+                     "and wheel are left as they are (a broker skips a unit whose record it cannot read)")
+        for unit in plan.timer.listed[:10]:
+            lines.append(f"    timer unit {unit['timerlog']} byte {unit['fileOffset']}: {unit['realTopic'] or '?'} "
+                         f"due {unit['deliveryMs']}, commitlog offset {unit['offsetPy']} ({unit['sizePy']} bytes)")
     lines.extend(f"  {note}" for note in notes)
     if not plan.changes_anything:
         lines.append("  nothing to do: the store is consistent" if not left else "  nothing recovery mends")

@@ -41,7 +41,8 @@ def cli(stores, config_path, settings, as_json, topics, since, until, engine, jo
     try:
         parts = pipeline.commitlog_parts(found, filters)
         scan = functools.partial(storestats.scan, filters=filters, check_crc=not no_crc)
-        lines = storestats.report(storestats.merge(runner.map(scan, parts)))
+        timer = storestats.timer_lines(found, filters.topics)
+        lines = storestats.report(storestats.merge(runner.map(scan, parts)), timer)
     finally:
         runner.close()
     if as_json:
@@ -110,6 +111,14 @@ def _tables(lines, several: bool) -> None:
             hist.add(humanize.naturalsize(bucket, binary=True, format="%.0f"), f"{n:,}",
                      f"{100 * n / total['messages']:.2f}", "#" * max(1, round(30 * n / peak)))
         hist.flush()
+
+    timers = [l for l in lines if l["type"] == "timer"]
+    if timers:
+        tt = output.TableStream("pending timer messages (timer store)", lead + [("real topic", {}),
+                                                                                 ("pending", right)])
+        for line in timers:
+            tt.add(*([line["broker"]] if several else []), line["topic"], f"{line['pending']:,}")
+        tt.flush()
 
     st = output.TableStream("stores", [("broker", {}), ("store", {}), ("files", right), ("records", right),
                                        ("damaged records", right), ("problems", right), ("blanks", right),

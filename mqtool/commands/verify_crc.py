@@ -9,10 +9,10 @@ from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.forensics import storeinfo
 from mqtool.pipeline import engines as pipeline
-from mqtool.storage import census
+from mqtool.storage import census, timerstore
 from mqtool.storage.settings import open_layout
 
-SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
+SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
 
 
 @click.command("verify-crc")
@@ -21,7 +21,8 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
 @options.json_option
 @click.option("--scope", "scope", type=click.Choice(SCOPE_CHOICES), multiple=True, default=("all",),
               show_default=True, help="What to check (repeatable): the commitlog's records and CRCs, consume "
-                                      "queue units against the records, index entries against the records.")
+                                      "queue units against the records, index entries against the records, the "
+                                      "timer store (all: when the store has one).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=1, show_default=True,
               help="--engine local: check files and parts of files in this many threads (the checks run in "
                    "compiled code that releases the GIL).")
@@ -29,7 +30,7 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "all")
 @engineopts.spark_options
 @options.progress_option
 def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, master, spark_conf, progress):
-    """Check a store without changing it: records, body CRCs, consume queues, index.
+    """Check a store without changing it: records, body CRCs, consume queues, index, timer store.
 
     Each problem is reported with its kind, file, byte offset, and what was expected and
     found; a summary follows.  Exit 0 when everything checks, 1 when anything is wrong.
@@ -44,6 +45,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     if engine == "spark" and jobs != 1:
         raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
     layout = open_layout(store, config_path, settings)
+    if "all" in scope and "timer" not in scope and not timerstore.exists(layout):
+        scopes = tuple(s for s in scopes if s != "timer")
     found = census.take(layout)
     notes = storeinfo.unchecked(found)
     if "rocksdb-consumequeue" in found.features and "cq" in scopes:
@@ -89,7 +92,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
         speed = f", {summary.bytes / summary.seconds / 1e6:,.0f} MB/s" if summary.seconds else ""
         output.note(f"checked {', '.join(scopes)}: {summary.files} files, {summary.bytes:,} bytes, "
                     f"{summary.records:,} records, {summary.units:,} consume queue units, {summary.entries:,} "
-                    f"index entries in {summary.seconds:.2f} s{speed}; {problems} problem(s)"
+                    f"index entries" + (f", {summary.timer_units:,} timer units" if "timer" in scopes else "")
+                    + f" in {summary.seconds:.2f} s{speed}; {problems} problem(s)"
                     + (f", {summary.skipped:,} damaged bytes skipped" if summary.skipped else ""))
     if problems:
         f = first[0]
@@ -113,6 +117,8 @@ def _total_bytes(layout, scopes) -> int:
             total += sum(f.size for f in layout.consume_queue_files(directory))
     if "index" in scopes:
         total += sum(f.size for f in layout.index_files())
+    if "timer" in scopes:
+        total += sum(f.size for f in layout.timerlog_files())
     return total or 1
 
 

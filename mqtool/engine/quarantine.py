@@ -88,6 +88,22 @@ class Quarantine:
                              "reason": reason})
         self._write_manifest()
 
+    def save_rows(self, name: str, rows, reason: str) -> None:
+        """Write rows (dicts, streamed) as JSON lines to `name` in the quarantine: what a repair
+        leaves pointing at the bytes it keeps here."""
+        if not self.enabled:
+            return
+        target = self._target_dir() / name
+        count = 0
+        with open(target, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+                count += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.entries.append({"kind": "rows", "saved": name, "count": count, "reason": reason})
+        self._write_manifest()
+
     def _write_manifest(self) -> None:
         manifest = self.dir / "manifest.json"
         tmp = manifest.with_suffix(".tmp")

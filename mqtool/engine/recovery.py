@@ -21,6 +21,15 @@ bytes after the cut (in the cut's file) are zeroed and later files removed,
 every byte kept in the quarantine first; files keep their mapped size.
 Finally the records between the consume queues' end and the cut are
 dispatched (the broker's reput at start).
+
+The 5.x timer store is left as it is: its units stay in the timerlog and on the wheel (a
+broker's own timer recovery reads them back unchanged; rewriting chains would be a second,
+riskier repair).  Pending units pointing at or past the cut are listed in the plan
+(`timer`), and their records, being cut bytes, are in the quarantine with a list of the
+units (timer-units.jsonl) written before anything is zeroed, so each message can be
+put back.  A broker skips a unit whose record it cannot read (TimerMessageStore's
+dequeue_get_msg_miss); the report is the operator's warning that those messages are lost
+from the store until put back.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
-from mqtool.storage import commitlog
+from mqtool.storage import commitlog, timerstore
 from mqtool.storage.commitlog import EndOfData, Problem
 
 _MAGIC_POS = 4
@@ -64,6 +73,7 @@ class RecoveryPlan:
     redispatch_from: int = 0
     stop: Problem | None = None                # why the walk stopped, when it was damage
     records_checked: int = 0
+    timer: timerstore.Dangling | None = None   # pending timer units pointing at or past the cut
 
     @property
     def changes_anything(self) -> bool:
@@ -83,6 +93,7 @@ class RecoveryPlan:
             "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
             "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self.cut - self.redispatch_from),
             "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
+            "timerDangling": self.timer.to_json() if self.timer else None,
         }
 
 
@@ -254,6 +265,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         result.redispatch_from = walk_from
     else:
         result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
+    if cut < data_end or result.removed_files:
+        result.timer = timerstore.find_dangling(store.layout, queue, lambda offset, size: offset + size > cut)
     # index files holding entries for records at or past the cut are rebuilt from their first record
     stale = [f for f in store.index.files if f.index_count > 1 and f.end_phy_offset >= cut]
     if stale:
@@ -285,6 +298,13 @@ def _max_physic_below(cq, keep: int) -> int:
 def apply(store, p: RecoveryPlan, quarantine) -> None:
     """Carry out a plan on the open store: cut, quarantine, re-dispatch."""
     queue = store.commitlog_queue
+    # timer units left dangling: listed in the quarantine while their records can still be read
+    if p.timer is not None:
+        with timerstore.TimerStore(store.layout) as ts:
+            quarantine.save_rows("timer-units.jsonl", timerstore.dangling_units(
+                ts, queue, lambda offset, size: offset + size > p.cut),
+                f"pending timer units whose records are at or past the recovery cut at {p.cut} (the timerlog "
+                "and wheel are left as they are; the records are among the cut bytes kept here)")
     # 0. empty files a crash left while creating them: out of the way before anything is written
     for path in p.empty_files:
         quarantine.move_file(path, "0-byte file left by a crash while it was being created")

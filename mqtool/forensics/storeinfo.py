@@ -8,7 +8,7 @@ from mqtool.errors import MqError
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import census, commitlog, consumequeue, fsutil, metafiles
+from mqtool.storage import census, commitlog, consumequeue, fsutil, metafiles, timerstore
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
@@ -71,6 +71,21 @@ def _kind_summary(files, expected_size=None) -> dict:
             out["oddFiles"] = odd
         out["fileSize"] = expected_size
     return out
+
+
+def timer_summary(layout) -> dict | None:
+    """The 5.x timer store at a glance: its files and the pending timer messages per real topic
+    (None without one)."""
+    if not timerstore.exists(layout) or layout.is_dledger():
+        return None
+    queue = commitlog.open_queue(layout)
+    try:
+        counts = timerstore.pending_counts(layout, queue)
+    finally:
+        queue.close()
+    counts["timerlogFiles"] = len(layout.timerlog_files())
+    counts["precisionMs"] = layout.timer_precision_ms()
+    return counts
 
 
 def gather(layout) -> dict:
@@ -160,6 +175,7 @@ def gather(layout) -> dict:
         except MqError as exc:
             configs[name] = {"exists": True, "read": None, "error": str(exc)}
     info["configFiles"] = configs
+    info["timer"] = timer_summary(layout)
     info["format"] = guess_format(layout, info)
     info["problems"] = problems_shown(info) + found.problems()
     return info

@@ -165,9 +165,24 @@ def _line(kind: str, agg: QueueAgg, total_messages: int, total_bytes: int, **ide
             "messagesPerHour": {_hour_iso(h): n for h, n in hours}}
 
 
-def report(stats: Partial) -> list[dict]:
+def timer_lines(stores, topics=None) -> list[dict]:
+    """A `timer` line per store and real topic: the timer messages still pending there (the 5.x
+    timer store's units not delivered yet, counted by the REAL_TOPIC of their records)."""
+    lines = []
+    for store in stores:
+        summary = storeinfo.timer_summary(store.layout())
+        if summary is None:
+            continue
+        for topic, n in summary["byTopic"].items():
+            if topics is None or topic in topics:
+                lines.append({"type": "timer", "broker": store.broker, "topic": topic, "pending": n})
+    return lines
+
+
+def report(stats: Partial, timer: list | None = None) -> list[dict]:
     """The JSON lines of `stats --json`: a `queue` line per broker, topic and queue, a `topic` line
-    per broker and topic, a `store` line per store and a final `total`."""
+    per broker and topic, a `store` line per store, a `timer` line per store and real topic with
+    pending timer messages, and a final `total`."""
     total = QueueAgg()
     for agg in stats.queues.values():
         total.add(agg)
@@ -185,7 +200,9 @@ def report(stats: Partial) -> list[dict]:
                       "records": agg.records, "damagedRecords": agg.damaged_records, "problems": agg.problems,
                       "problemKinds": dict(sorted(agg.kinds.items())), "blanks": agg.blanks,
                       "bytes": agg.bytes})
+    lines.extend(timer or [])
     line = _line("total", total, total.messages, total.bytes)
+    line["pendingTimerMessages"] = sum(t["pending"] for t in timer or [])
     line["queues"] = len(stats.queues)
     line["topics"] = len(topics)
     line["problems"] = sum(s.problems for s in stats.stores.values())

@@ -38,7 +38,9 @@ FEATURES = {f.name: f for f in (
     Feature("store", "-", _ALL),
     Feature("mqtool", "-", _ALL),     # mqtool's own trash/ and quarantine/
     Feature("config", "-", _ALL, READ_ONLY),   # broker metadata JSON: read (with .bak), never written
-    Feature("timer", "timerWheelEnable", frozenset({"append", "rebuild-cq", "salvage"}), READ_ONLY),
+    # the timer store: append, rebuild-cq and salvage do not touch what it points at; recover and
+    # clean report the pending units they leave dangling and keep their records (quarantine, trash)
+    Feature("timer", "timerWheelEnable", _ALL),
     Feature("lmq", "enableLmq / enableMultiDispatch", frozenset(), READ_ONLY),
     Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset(), READ_ONLY),
     Feature("batch-cq", "queue.type=BatchCQ", frozenset(), READ_ONLY),

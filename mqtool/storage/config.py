@@ -75,6 +75,10 @@ class StoreConfig:
     cleanFileForciblyEnable: bool = True
     diskSpaceWarningLevelRatio: int = 90      # 5.x store key; 4.9.8: JVM property, 0.90
     diskSpaceCleanForciblyRatio: int = 85     # 5.x store key; 4.9.8: JVM property, 0.85
+    # the 5.x timer store (TimerMessageStore)
+    timerWheelEnable: bool = True
+    timerPrecisionMs: int = 1000
+    mappedFileSizeTimerLog: int = 100 * 1024 * 1024
     # role
     brokerRole: str = "ASYNC_MASTER"
     enableDLegerCommitLog: bool = False
@@ -272,5 +276,6 @@ def config_for_store(root, conf_path=None, overrides: dict[str, str] | None = No
     return config
 
 
-SIZE_SETTINGS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
+SIZE_SETTINGS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum",
+                 "mappedFileSizeTimerLog")
 """The settings that give the store's file sizes (and with them its file layout)."""

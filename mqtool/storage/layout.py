@@ -112,6 +112,32 @@ class StoreLayout:
                 break
         return _common_size(sizes, self.config.consume_queue_file_size())
 
+    @property
+    def timerwheel_path(self) -> Path:
+        return self.root / "timerwheel"
+
+    @property
+    def timerlog_dir(self) -> Path:
+        return self.root / "timerlog"
+
+    @property
+    def timercheck_path(self) -> Path:
+        return self.config_dir / "timercheck"
+
+    def timerlog_files(self) -> list[FileInfo]:
+        return sorted(_list_files(self.timerlog_dir), key=lambda f: f.name)
+
+    def timerlog_file_size(self) -> int:
+        if self._given("mappedFileSizeTimerLog"):
+            return self.config.mappedFileSizeTimerLog
+        return _common_size([f for f in self.timerlog_files() if is_offset_name(f.name)],
+                            self.config.mappedFileSizeTimerLog)
+
+    def timer_precision_ms(self) -> int:
+        """MessageStoreConfig.setTimerPrecisionMs: the largest of 100, 200, 500, 1000 not above the value."""
+        value = self.config.timerPrecisionMs
+        return max([p for p in (100, 200, 500, 1000) if p <= value] or [100])
+
     def index_geometry(self) -> tuple[int, int]:
         """(maxHashSlotNum, maxIndexNum) of the index files.
 

@@ -31,6 +31,7 @@ from mqtool.engine.reclaim.view import StoreView
 from mqtool.engine.trash import Trash
 from mqtool.errors import MqError, UsageError
 from mqtool.formats.consumequeue import UNIT_SIZE
+from mqtool.storage import timerstore
 from mqtool.storage.consumequeue import last_unit, queue_min_offset
 
 # ---------------------------------------------------------------------- the reclaimer
@@ -113,6 +114,7 @@ class Reclaimer:
         report.disk = disk = self.check_disk() if not policy.dry_run else self.disk_state()
 
         chosen = self._plan_commitlog(policy, report, pending)
+        self._timer_units(chosen, report)
         if policy.dry_run:
             remaining = [mf for mf in view.commitlog.files if mf not in {d.target for d in chosen}]
             new_min = remaining[0].file_from_offset if remaining else report.min_offset_before
@@ -129,6 +131,28 @@ class Reclaimer:
         self._losses(report)
         self._warn(report, policy, disk, levels)
         return report
+
+    def _timer_units(self, chosen, report) -> None:
+        """Pending timer units pointing into the commitlog files chosen: reported, and the files
+        staged in the trash whatever --delete-delay says (the timerlog and wheel are left as they
+        are; the broker itself deletes commitlog files without asking its timer store)."""
+        gone = {d.target.file_from_offset: d for d in chosen}
+        if not gone:
+            return
+        size = self.view.commitlog.file_size
+        report.timer = timerstore.find_dangling(self.view.layout, self.view.commitlog,
+                                                lambda offset, _: offset - offset % size in gone)
+        if report.timer is None:
+            return
+        for start, count in report.timer.by_file.items():
+            decision = gone.get(start)
+            if decision is not None:
+                decision.action = STAGE
+                decision.details["timerUnits"] = count
+                decision.why += f"; {count} pending timer unit(s) point into it: staged in the trash, not deleted"
+        report.warnings.append(report.timer.text(report.dry_run) + ": their records are in commitlog files "
+                               "staged in the trash (`clean --undo` puts them back); the timerlog and wheel are "
+                               "left as they are")
 
     def _plan_commitlog(self, policy: Policy, report: Report, pending: int) -> list[Decision]:
         view, config, levels, disk = self.view, self.view.config, report.levels, report.disk
@@ -344,7 +368,7 @@ class Reclaimer:
         from mqtool.storage import fsutil
 
         try:
-            if policy.delete_delay_ms > 0:
+            if policy.delete_delay_ms > 0 or decision.action == STAGE:
                 entry = trash.stage(path, kind=decision.kind, size=decision.size, now_ms=now,
                                     delay_ms=policy.delete_delay_ms, run=run, reason=decision.reason, **where)
                 decision.details["trash"] = f"trash/{entry.trash}"

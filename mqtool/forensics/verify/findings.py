@@ -11,7 +11,7 @@ import numpy as np
 
 from mqtool.forensics.verify import kernels
 
-SCOPES = ("commitlog", "cq", "index")
+SCOPES = ("commitlog", "cq", "index", "timer")
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 PRE_BLANK = (0, 0x7FFFFFFF, 0)   # ConsumeQueue.fillPreBlank's unit
@@ -101,6 +101,7 @@ class TaskResult:
     units: int = 0
     entries: int = 0
     skipped: int = 0
+    timer_units: int = 0
     runs: dict = field(default_factory=dict)         # (topic hash, queue id) -> QueueRun (commitlog tasks)
     data_end: int | None = None                       # commitlog tasks: where the data ends in this file
     queue_max: dict = field(default_factory=dict)    # (topic, queue id) -> max offset (cq tasks)

@@ -1,6 +1,6 @@
 """verify-crc: check every byte of a store and every reference between its files.
 
-Read-only.  Three scopes, each split into independent tasks (one commitlog
+Read-only.  Four scopes, each split into independent tasks (one commitlog
 file, one consume queue, one index file, parts of big commitlog files) so that
 `--jobs` can spread them over threads (the per-record work runs in compiled
 kernels that release the GIL, so threads share the cores without the cost of
@@ -19,6 +19,8 @@ forking and pickling):
 - index: every entry points at a record whose `topic#key` hashes to it; the
   header (counts, first and last offsets and times) and the slot chains agree
   with the entries.
+- timer (5.x): timerlog units, wheel slots and the timer checkpoint against each
+  other and the commitlog (mqtool/forensics/verify/timer.py).
 
 The per-record work runs in compiled kernels (mqtool/native/fastscan.py); this
 module decides what is a problem and how to say it.
@@ -38,6 +40,7 @@ from mqtool.forensics.verify.commitlog import commitlog_task, merge_runs
 from mqtool.forensics.verify.findings import SCOPES, Finding, Pointers, TaskResult, path_display
 from mqtool.forensics.verify.index import index_task, read_entries
 from mqtool.forensics.verify.queues import cq_task, read_units
+from mqtool.forensics.verify.timer import timer_task
 from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name
@@ -58,6 +61,7 @@ class Summary:
     units: int = 0
     entries: int = 0
     skipped: int = 0
+    timer_units: int = 0
     problems: int = 0
     by_kind: dict = field(default_factory=dict)
     seconds: float = 0.0         # the checking
@@ -74,6 +78,7 @@ class Summary:
         self.units += result.units
         self.entries += result.entries
         self.skipped += result.skipped
+        self.timer_units += result.timer_units
 
     def count(self, finding: Finding) -> None:
         self.problems += 1
@@ -82,7 +87,7 @@ class Summary:
     def to_json(self) -> dict:
         return {"type": "summary", "scopes": list(self.scopes), "files": self.files, "bytes": self.bytes,
                 "records": self.records, "blanks": self.blanks, "units": self.units, "entries": self.entries,
-                "skippedBytes": self.skipped, "problems": self.problems, "problemsByKind": self.by_kind,
+                "timerUnits": self.timer_units, "skippedBytes": self.skipped, "problems": self.problems, "problemsByKind": self.by_kind,
                 "seconds": round(self.seconds, 3), "loadSeconds": round(self.load_seconds, 3),
                 "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None}
 
@@ -170,6 +175,10 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
             emit(finding)
     if "cq" in scopes:
         _coverage(first, runs, emit)
+    if "timer" in scopes:          # one task after the others: the timer files are small
+        timer = timer_task(layout)
+        _report("timer", timer, scopes, emit, on_progress)
+        summary.add(timer)
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -1,0 +1,103 @@
+"""The 5.x timer store: timerwheel, timerlog/ units and config/timercheck (big-endian throughout).
+
+Facts from rocketmq-all-5.3.3 (store/.../timer/: Slot, TimerWheel, TimerLog, TimerCheckpoint,
+TimerMessageStore; MessageStoreConfig):
+
+    slot (32 bytes):  timeSlot i64 (delivery time / timerPrecisionMs) | firstPos i64 | lastPos i64
+                      | num i32 | magic i32 (unused)
+    unit (52 bytes):  size i32 (52) | prevPos i64 (the slot's previous unit, -1: none) | magic i32
+                      | currWriteTime i64 | delayedTime i32 (delivery time - currWriteTime)
+                      | offsetPy i64 | sizePy i32 | realTopicHash i32 (String.hashCode) | reserved i64
+    blank (16 bytes): size i32 (the rest of the file) | 0 i64 | BLANK_MAGIC i32
+    timercheck (one 4096-byte page): lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset,
+                      masterTimerQueueOffset, dataVersion stateVersion, timestamp, counter (i64 each)
+
+The wheel holds 7 x 86400 x 2 slots whatever the precision; a slot's index is
+timeMs / precision % slots.  A unit's magic is MAGIC_DEFAULT, with MAGIC_ROLL (delivery beyond
+the roll window: re-put when its slot is read) and MAGIC_DELETE (cancels a message by
+TIMER_DEL_UNIQKEY); a broker takes a unit when (magic | 0xF) == 0xF.  Timer messages live in
+the commitlog under topic rmq_sys_wheel_timer, queue 0, with REAL_TOPIC, REAL_QID and
+TIMER_OUT_MS properties.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from construct import Const, Int32sb, Int64sb, Padding, Struct
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+WHEEL_TTL_DAYS = 7
+DAY_SECS = 24 * 3600
+SLOTS_TOTAL = WHEEL_TTL_DAYS * DAY_SECS      # TimerMessageStore.slotsTotal
+SLOT_COUNT = SLOTS_TOTAL * 2                  # the wheel holds two rounds
+SLOT_SIZE = 32
+WHEEL_SIZE = SLOT_COUNT * SLOT_SIZE           # 38,707,200 bytes
+UNIT_SIZE = 52
+UNIT_OFFSET_PY_AT = 28                        # TimerLog.UNIT_PRE_SIZE_FOR_MSG
+MIN_BLANK_LEN = 16
+BLANK_MAGIC = 0xBBCCDDEE ^ (1880681586 + 8)   # Java's precedence: the sum first
+BLANK_MAGIC_SIGNED = BLANK_MAGIC - (1 << 32) if BLANK_MAGIC >= 1 << 31 else BLANK_MAGIC
+MAGIC_DEFAULT, MAGIC_ROLL, MAGIC_DELETE = 1, 2, 4
+CHECK_FILE_SIZE = 4096
+DEFAULT_TIMERLOG_FILE_SIZE = 100 * 1024 * 1024
+PRECISIONS = (100, 200, 500, 1000)
+
+SLOT = Struct(
+    "timeSlot" / Int64sb,
+    "firstPos" / Int64sb,
+    "lastPos" / Int64sb,
+    "num" / Int32sb,
+    "magic" / Int32sb,
+)
+
+UNIT = Struct(
+    "size" / Int32sb,
+    "prevPos" / Int64sb,
+    "magic" / Int32sb,
+    "currWriteTime" / Int64sb,
+    "delayedTime" / Int32sb,
+    "offsetPy" / Int64sb,
+    "sizePy" / Int32sb,
+    "realTopicHash" / Int32sb,
+    "reserved" / Int64sb,
+)
+
+BLANK = Struct(
+    "size" / Int32sb,
+    "zero" / Int64sb,
+    "magic" / Const(BLANK_MAGIC_SIGNED, Int32sb),
+)
+
+CHECKPOINT_FIELDS = ("lastReadTimeMs", "lastTimerLogFlushPos", "lastTimerQueueOffset", "masterTimerQueueOffset",
+                     "stateVersion", "dataVersionTimestamp", "dataVersionCounter")
+CHECKPOINT = Struct(*[name / Int64sb for name in CHECKPOINT_FIELDS], Padding(CHECK_FILE_SIZE - 56))
+
+SLOT_DTYPE = np.dtype([("timeSlot", ">i8"), ("firstPos", ">i8"), ("lastPos", ">i8"), ("num", ">i4"),
+                       ("magic", ">i4")])
+UNIT_DTYPE = np.dtype([("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTime", ">i8"),
+                       ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("realTopicHash", ">i4"),
+                       ("reserved", ">i8")])
+"""Fast decoders for SLOT and UNIT (numpy views of whole files), tested against the schemas."""
+assert SLOT_DTYPE.itemsize == SLOT_SIZE and UNIT_DTYPE.itemsize == UNIT_SIZE
+
+
+def is_delete(magic: int) -> bool:
+    return bool(magic & MAGIC_DELETE) and not magic & MAGIC_ROLL
+
+
+def last_unit_offset(file_size: int) -> int:
+    """TimerLog.getOffsetForLastUnit: where the last whole unit of a full file starts (the broker
+    deletes a timerlog file once that unit's offsetPy is below the commitlog's minimum)."""
+    return file_size - (file_size - MIN_BLANK_LEN) % UNIT_SIZE - MIN_BLANK_LEN - UNIT_SIZE
+
+
+def units(buf, count: int | None = None, offset: int = 0):
+    """The 52-byte units of buf as a numpy record array (a view, no copy)."""
+    if count is None:
+        count = (len(buf) - offset) // UNIT_SIZE
+    return np.frombuffer(buf, dtype=UNIT_DTYPE, count=count, offset=offset)
+
+
+def wheel(buf):
+    """The wheel's slots as a numpy record array (a view, no copy)."""
+    return np.frombuffer(buf, dtype=SLOT_DTYPE, count=len(buf) // SLOT_SIZE)
