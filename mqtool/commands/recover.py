@@ -18,8 +18,9 @@ import click
 from mqtool.cli import options, output
 from mqtool.engine.store import MessageStore
 from mqtool.errors import DataError, ProblemsFound
+from mqtool.storage import timerstore
 from mqtool.storage.layout import discover
-from mqtool.storage.settings import store_config_for_write
+from mqtool.storage.settings import open_layout, store_config_for_write
 
 
 @click.command("recover")
@@ -58,7 +59,7 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     plan = engine.recovery_plan
     quarantine = engine.quarantine.dir
     engine.close()
-    left = _left_after(config, store)
+    left = _left_after(store, config_path, settings)
     _show(plan, as_json, applied=True, quarantine=quarantine, notes=engine.notes, left=left)
     if left:
         raise ProblemsFound(f"recovery left {len(left)} problem(s) it does not mend (see above); "
@@ -81,7 +82,7 @@ def _cannot_load(layout, store):
                         f"{'; then '.join(_next_steps([scope], store))}", path=exc.path) from None
 
 
-def _left_after(config, store) -> list:
+def _left_after(store, config_path, settings) -> list:
     """What verify-crc still finds once recovery is done.  A broker's recovery only cuts the
     commitlog's tail and the queues past it: damage before the cut, and queue or index entries
     that are wrong but not past the end, stay.  recover's promise is a store that verifies
@@ -89,8 +90,9 @@ def _left_after(config, store) -> list:
     from mqtool.forensics import verify  # (loads the compiled kernels: only when recovery ran)
 
     found = []
-    layout = discover(config, config_given=True, must_exist=True)
-    verify.verify(layout, on_finding=found.append)
+    layout = open_layout(store, config_path, settings)    # as verify-crc reads the store
+    scopes = [s for s in verify.SCOPES if s != "timer" or timerstore.exists(layout)]
+    verify.verify(layout, scopes=scopes, on_finding=found.append)
     return found
 
 
@@ -102,6 +104,12 @@ def _next_steps(left, store) -> list[str]:
         steps.append(f"`mqtool salvage {store} NEW_STORE` (copies every valid record into a new store)")
     if scopes & {"cq", "index"}:
         steps.append(f"`mqtool rebuild-cq{' --index' if 'index' in scopes else ''} {store}`")
+    if "timer" in scopes:
+        steps.append("put back the messages of the timer units the cut left dangling (the quarantine's "
+                     "timer-units.jsonl lists them, its saved bytes hold the records), or accept their loss, "
+                     "before a broker starts (`mqtool verify-crc --scope timer` shows them)")
+    if not steps:
+        steps.append(f"`mqtool verify-crc {store}` shows them")
     return steps
 
 

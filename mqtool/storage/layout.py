@@ -125,7 +125,7 @@ class StoreLayout:
         return self.config_dir / "timercheck"
 
     def timerlog_files(self) -> list[FileInfo]:
-        return sorted(_list_files(self.timerlog_dir), key=lambda f: f.name)
+        return sorted(list_store_files(self.timerlog_dir), key=lambda f: f.name)
 
     def timerlog_file_size(self) -> int:
         if self._given("mappedFileSizeTimerLog"):
