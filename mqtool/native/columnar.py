@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.native.fastscan import _i32, _i64, _u32
+from mqtool.native.fastscan import _i32, _i64
 from mqtool.native.jit import crc32, njit
 
 REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
