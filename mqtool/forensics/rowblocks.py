@@ -20,7 +20,7 @@ import numpy as np
 
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import sysflag
-from mqtool.native import columnar, fastscan
+from mqtool.native import columnar
 from mqtool.storage import commitlog, dispatchrequest
 
 _SCHEDULE = dispatchrequest.SCHEDULE_TOPIC
@@ -127,24 +127,21 @@ def problems_of(c: dict, stored, computed, check_crc: bool) -> dict:
     return found
 
 
-def tags_codes(chunk, c: dict, parsed: dict, names: dict, base: int, delay_levels) -> np.ndarray:
+def tags_codes(chunk, c: dict, d: dict, names: dict, base: int, delay_levels) -> np.ndarray:
     """The consume queue's tagsCode of each record (dispatchrequest's rule): the Java hash of
-    TAGS, or for SCHEDULE_TOPIC_XXXX with a DELAY level the delivery time.  Records whose TAGS or
-    DELAY the kernels could not read plainly are asked of dispatchrequest itself."""
-    codes = parsed["tags_hash"].copy()
-    level = parsed["delay_level"]
+    TAGS, or for SCHEDULE_TOPIC_XXXX with a DELAY level the delivery time.  Records whose DELAY
+    is not plain digits are asked of dispatchrequest itself."""
+    codes = d["tags_hash"].copy()
+    level = d["delay"]
     schedule = [h for h, t in names.items() if t == _SCHEDULE]
-    irregular = (parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0
-    if schedule and delay_levels:
-        sched = np.isin(c["topic_hash"], np.array(schedule, dtype=np.int64))
+    if not schedule:
+        return codes
+    sched = np.isin(c["topic_hash"], np.array(schedule, dtype=np.int64))
+    if delay_levels:
         levels = np.array(delay_levels, dtype=np.int64)
         timed = sched & (level > 0)
-        clamped = np.minimum(level[timed], len(levels))
-        codes[timed] = c["store_ts"][timed] + levels[clamped - 1]
-        irregular |= sched & (level < 0)
-    elif schedule:
-        irregular |= np.isin(c["topic_hash"], np.array(schedule, dtype=np.int64)) & (level != 0)
-    for i in np.flatnonzero(irregular).tolist():
+        codes[timed] = c["store_ts"][timed] + levels[np.minimum(level[timed], len(levels)) - 1]
+    for i in np.flatnonzero(sched & (level < 0)).tolist():
         pos = int(c["offset"][i]) - base
         record = fmt.decode_entry(chunk.buf.data, pos, pos + int(c["size"][i]), base)
         codes[i] = dispatchrequest.from_record(record, list(delay_levels)).tags_code
@@ -159,8 +156,7 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
     if keep is not None:
         chunk = chunk.take(keep)
     c = chunk.columns
-    parsed = chunk.parsed if chunk.parsed is not None else fastscan.parse(chunk.buf, chunk)
-    d = columnar.decode_columns(chunk.buf, base, c, with_body)
+    d = columnar.decode_columns(chunk.buf, base, c, with_body, c["crc_ok"] if check_crc else None)
     sf = c["sys_flag"]
     tx = sf & sysflag.TRANSACTION_MASK
     problems = problems_of(c, d["stored_crc"], d["computed_crc"], check_crc)
@@ -176,7 +172,7 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
         "sysFlag": sf.astype(np.int32), "bornTimestamp": d["born_ts"], "storeTimestamp": c["store_ts"],
         "reconsumeTimes": d["reconsume"], "preparedTransactionOffset": d["prepared"],
         "bodyLength": c["body_len"].astype(np.int32),
-        "tagsCode": tags_codes(chunk, c, parsed, names, base, delay_levels),
+        "tagsCode": tags_codes(chunk, c, d, names, base, delay_levels),
         "dispatchedToConsumeQueue": (tx == sysflag.TRANSACTION_NOT_TYPE) | (tx == sysflag.TRANSACTION_COMMIT),
         "ok": ok,
     }
@@ -189,8 +185,8 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
         "propertiesString": (d["props_off"], d["props_data"], None),
         "msgId": (d["msgid_off"], d["msgid_data"], None),
     }
-    for w, name in enumerate(columnar.NAMED):
-        texts[name] = (d["named_off"][w], d["named_data"][w][:d["named_len"][w]], d["named"][w])
+    for name in columnar.NAMED:
+        texts[name] = (d[name + "_off"], d[name + "_data"], d[name + "_ok"])
     if with_body:
         texts["body"] = (d["body_off"], d["body_data"], None)
     props = (d["map_off"], d["key_off"], d["key_data"], d["val_off"], d["val_data"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.native.fastscan import _i32, _i64
+from mqtool.native.fastscan import _i32, _i64, _utf8_units
 from mqtool.native.jit import crc32, njit
 
 REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
@@ -204,11 +204,27 @@ def _copy_value(src, lo, hi, out, q):
     return q + hi - lo
 
 
+@njit(cache=True, inline="always")
+def _delay_level(data, lo, hi):
+    """The DELAY property's level when it is plain decimal digits that fit an int, else -1 (the
+    caller then asks the reference code, which reads it as Java's Integer.parseInt would)."""
+    if hi - lo > 10:
+        return -1
+    value = 0
+    for k in range(lo, hi):
+        c = data[k]
+        if c < 48 or c > 57:
+            return -1
+        value = value * 10 + (c - 48)
+    return value if value <= 0x7FFFFFFF else -1
+
+
 @njit(cache=True, nogil=True)
 def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len, props_pos, props_len,
-           with_body, tags_name, keys_name, uniq_name):
+           crc_known, with_body, tags_name, keys_name, uniq_name, delay_name):
     """Every column of the records given (arrays of fastscan's columns, already cut to the
-    records wanted).  Returns a tuple; columnar.COLUMNS names its items."""
+    records wanted).  crc_known: records whose stored body CRC the scan found right (their
+    CRC is not computed again).  Returns a tuple; columnar.COLUMNS names its items."""
     n = len(offset)
     topic_total = 0
     props_total = 0
@@ -225,6 +241,8 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
     born_ts = np.empty(n, np.int64)
     reconsume = np.empty(n, np.int32)
     prepared = np.empty(n, np.int64)
+    tags_hash = np.zeros(n, np.int64)
+    delay = np.zeros(n, np.int64)
     topic_off = np.empty(n + 1, np.int32)
     topic_data = np.empty(3 * topic_total, np.uint8)
     props_off = np.empty(n + 1, np.int32)
@@ -235,9 +253,15 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
     key_data = np.empty(3 * props_total, np.uint8)
     val_off = np.empty(pairs + 1, np.int32)
     val_data = np.empty(3 * props_total, np.uint8)
-    named = np.zeros((3, n), np.bool_)     # TAGS, KEYS, UNIQ_KEY present
-    named_off = np.zeros((3, n + 1), np.int32)
-    named_data = np.empty((3, 3 * props_total), np.uint8)
+    tags_ok = np.zeros(n, np.bool_)
+    tags_off = np.empty(n + 1, np.int32)
+    tags_data = np.empty(3 * props_total, np.uint8)
+    keys_ok = np.zeros(n, np.bool_)
+    keys_off = np.empty(n + 1, np.int32)
+    keys_data = np.empty(3 * props_total, np.uint8)
+    uniq_ok = np.zeros(n, np.bool_)
+    uniq_off = np.empty(n + 1, np.int32)
+    uniq_data = np.empty(3 * props_total, np.uint8)
     born_off = np.empty(n + 1, np.int32)
     born_data = np.empty(64 * n, np.uint8)
     store_off = np.empty(n + 1, np.int32)
@@ -249,11 +273,13 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
     # per record: each pair's raw value range, and which entry a later duplicate replaces
     value_lo = np.empty(most_props // 2 + 2, np.int64)
     value_hi = np.empty(most_props // 2 + 2, np.int64)
-    names = (tags_name, keys_name, uniq_name)
     addr = buf.ctypes.data
     tq = pq = kq = vq = bq = sq = mq = dq = 0
+    prev_born = prev_store = 0
+    prev_born_v6 = prev_store_v6 = False
+    state = np.zeros(1, np.int64)
     entries = 0
-    nq = np.zeros(3, np.int64)
+    gq = yq = uq = 0
     for i in range(n):
         pos = offset[i] - base
         sf = sys_flag[i]
@@ -261,7 +287,10 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         store_v6 = (sf & 0x20) != 0
         stored_crc[i] = _i32(buf, pos + 8)
         blen = body_len[i]
-        computed_crc[i] = (crc32(0, addr + body_pos[i], blen) & 0x7FFFFFFF) if blen > 0 else 0
+        if crc_known[i]:
+            computed_crc[i] = stored_crc[i]
+        else:
+            computed_crc[i] = (crc32(0, addr + body_pos[i], blen) & 0x7FFFFFFF) if blen > 0 else 0
         flag[i] = _i32(buf, pos + 16)
         born_ts[i] = _i64(buf, pos + 40)
         born_at = pos + 48
@@ -272,9 +301,19 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         topic_off[i] = tq
         tq = put_text(buf, topic_pos[i], topic_pos[i] + topic_len[i], topic_data, tq)
         born_off[i] = bq
-        bq = put_host(buf, born_at, born_v6, born_data, bq)
+        if i and born_v6 == prev_born_v6 and _same(buf, born_at, born_at + (20 if born_v6 else 8), buf,
+                                                   prev_born, prev_born + (20 if born_v6 else 8)):
+            bq = _copy_value(born_data, born_off[i - 1], born_off[i], born_data, bq)   # the same host again
+        else:
+            bq = put_host(buf, born_at, born_v6, born_data, bq)
+        prev_born, prev_born_v6 = born_at, born_v6
         store_off[i] = sq
-        sq = put_host(buf, store_at, store_v6, store_data, sq)
+        if i and store_v6 == prev_store_v6 and _same(buf, store_at, store_at + (20 if store_v6 else 8), buf,
+                                                     prev_store, prev_store + (20 if store_v6 else 8)):
+            sq = _copy_value(store_data, store_off[i - 1], store_off[i], store_data, sq)
+        else:
+            sq = put_host(buf, store_at, store_v6, store_data, sq)
+        prev_store, prev_store_v6 = store_at, store_v6
         msgid_off[i] = mq
         mq = put_msgid(buf, store_at, store_v6, offset[i], msgid_data, mq)
         if with_body:
@@ -311,18 +350,28 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
                 value_hi[slot] = e
             p = e + 1
         key_off[entries] = kq
+        tags_off[i] = gq
+        keys_off[i] = yq
+        uniq_off[i] = uq
         for j in range(first, entries):
             val_off[j] = vq
             start = vq
             vq = put_text(buf, value_lo[j - first], value_hi[j - first], val_data, vq)
-            for w in range(3):
-                if _named(key_data, key_off[j], key_off[j + 1], names[w]):
-                    named[w, i] = True
-                    named_off[w, i] = nq[w]
-                    nq[w] = _copy_value(val_data, start, vq, named_data[w], nq[w])
-        for w in range(3):
-            if not named[w, i]:
-                named_off[w, i] = nq[w]
+            k0, k1 = key_off[j], key_off[j + 1]
+            if _named(key_data, k0, k1, tags_name):
+                tags_ok[i] = True
+                gq = _copy_value(val_data, start, vq, tags_data, tags_off[i])
+                # tagsCode: the Java hashCode of TAGS (decoded, so its UTF-16 units are exact)
+                h = _utf8_units(val_data, start, vq, 0, state)
+                tags_hash[i] = h - 0x100000000 if h >= 0x80000000 else h
+            elif _named(key_data, k0, k1, keys_name):
+                keys_ok[i] = True
+                yq = _copy_value(val_data, start, vq, keys_data, keys_off[i])
+            elif _named(key_data, k0, k1, uniq_name):
+                uniq_ok[i] = True
+                uq = _copy_value(val_data, start, vq, uniq_data, uniq_off[i])
+            elif _named(key_data, k0, k1, delay_name):
+                delay[i] = _delay_level(val_data, start, vq)
     for arr, last in ((topic_off, tq), (props_off, pq), (born_off, bq), (store_off, sq), (msgid_off, mq),
                       (map_off, entries)):
         arr[n] = last
@@ -330,12 +379,13 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
     val_off[entries] = vq
     if with_body:
         body_off[n] = dq
-    for w in range(3):
-        named_off[w, n] = nq[w]
-    return (stored_crc, computed_crc, flag, born_ts, reconsume, prepared,
+    tags_off[n] = gq
+    keys_off[n] = yq
+    uniq_off[n] = uq
+    return (stored_crc, computed_crc, flag, born_ts, reconsume, prepared, tags_hash, delay,
             topic_off, topic_data[:tq], props_off, props_data[:pq],
             map_off, key_off[:entries + 1], key_data[:kq], val_off[:entries + 1], val_data[:vq],
-            named, named_off, named_data, nq,
+            tags_off, tags_data[:gq], tags_ok, keys_off, keys_data[:yq], keys_ok, uniq_off, uniq_data[:uq], uniq_ok,
             born_off, born_data[:bq], store_off, store_data[:sq], msgid_off, msgid_data[:mq],
             body_off, body_data[:dq])
 
@@ -399,21 +449,25 @@ def key_hashes(buf, props_pos, props_len, keys_name):
     return record[:count], hashes[:count]
 
 
-COLUMNS = ("stored_crc", "computed_crc", "flag", "born_ts", "reconsume", "prepared",
+COLUMNS = ("stored_crc", "computed_crc", "flag", "born_ts", "reconsume", "prepared", "tags_hash", "delay",
            "topic_off", "topic_data", "props_off", "props_data",
            "map_off", "key_off", "key_data", "val_off", "val_data",
-           "named", "named_off", "named_data", "named_len",
+           "tags_off", "tags_data", "tags_ok", "keys_off", "keys_data", "keys_ok", "uniqKey_off", "uniqKey_data",
+           "uniqKey_ok",
            "born_off", "born_data", "store_off", "store_data", "msgid_off", "msgid_data",
            "body_off", "body_data")
-NAMED = ("tags", "keys", "uniqKey")    # the rows of `named`: TAGS, KEYS, UNIQ_KEY
-_NAMES = tuple(np.frombuffer(name, dtype=np.uint8) for name in (b"TAGS", b"KEYS", b"UNIQ_KEY"))
+NAMED = ("tags", "keys", "uniqKey")    # the TAGS, KEYS and UNIQ_KEY values, as columns
+_NAMES = tuple(np.frombuffer(name, dtype=np.uint8) for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"))
 
 
-def decode_columns(buf, base: int, scanned: dict, with_body: bool = False) -> dict:
-    """decode() for fastscan columns (already cut to the records wanted), as a dict of arrays."""
+def decode_columns(buf, base: int, scanned: dict, with_body: bool = False, crc_known=None) -> dict:
+    """decode() for fastscan columns (already cut to the records wanted), as a dict of arrays.
+    crc_known: the scan's crc_ok column when it checked CRCs."""
     c = scanned
+    if crc_known is None:
+        crc_known = np.zeros(len(c["offset"]), dtype=np.bool_)
     out = decode(buf, base, c["offset"], c["sys_flag"], c["body_pos"], c["body_len"], c["topic_pos"],
-                 c["topic_len"], c["props_pos"], c["props_len"], with_body, *_NAMES)
+                 c["topic_len"], c["props_pos"], c["props_len"], crc_known, with_body, *_NAMES)
     return dict(zip(COLUMNS, out))
 
 
