@@ -119,3 +119,54 @@ def test_text_is_decoded_as_python_decodes_it():
         raw = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         n = columnar.put_text(np.frombuffer(raw, dtype=np.uint8), 0, len(raw), out, 0)
         assert bytes(out[:n]) == raw.decode("utf-8", "replace").encode("utf-8"), raw
+
+
+@pytest.mark.parametrize("name", list(ALL_FIXTURES))
+def test_stats_equal_sums_over_the_reference_rows(name, extracted):
+    """storestats (vectorised over chunks) against plain sums over the reference walker's rows."""
+    from mqtool.pipeline import storestats
+
+    from pipeline_expect import size_bucket
+
+    parts = pipeline.commitlog_parts(pipeline.find_stores([f"{name}={extracted(name)}"]))
+    got = storestats.merge(storestats.scan(p) for p in parts)
+    names = [n for n, _ in pipeline.columns()]
+    at = {n: names.index(n) for n in names}
+    want: dict = {}
+    for part in parts:
+        for row in pipeline.rows(part):
+            if not row[at["ok"]]:
+                continue
+            g = want.setdefault((name, row[at["topic"]], row[at["queueId"]]),
+                                {"messages": 0, "bytes": 0, "times": [], "sizes": {}, "hours": {}, "keys": set()})
+            g["messages"] += 1
+            g["bytes"] += row[at["storeSize"]]
+            g["times"].append(row[at["storeTimestamp"]])
+            bucket = size_bucket(row[at["storeSize"]])
+            g["sizes"][bucket] = g["sizes"].get(bucket, 0) + 1
+            hour = row[at["storeTimestamp"]] // storestats.HOUR_MS
+            g["hours"][hour] = g["hours"].get(hour, 0) + 1
+            g["keys"].update(k for k in (row[at["keys"]] or "").split(" ") if k)
+    assert sorted(got.queues) == sorted(want)
+    for key, w in want.items():
+        agg = got.queues[key]
+        assert (agg.messages, agg.bytes, agg.first, agg.last) == (w["messages"], w["bytes"], min(w["times"]),
+                                                                 max(w["times"])), key
+        assert agg.sizes == w["sizes"] and agg.hours == w["hours"], key
+        assert agg.distinct_keys() == len(w["keys"]), key
+    counts = [pipeline.count_entries(p) for p in parts]
+    store = got.stores[name]
+    assert (store.records, store.blanks, store.problems, store.damaged_records) == (
+        sum(c.records for c in counts), sum(c.blanks for c in counts), sum(c.problems for c in counts),
+        sum(c.damaged_records for c in counts))
+
+
+def test_stats_of_crafted_records(crafted):
+    from mqtool.pipeline import storestats
+
+    parts = pipeline.commitlog_parts(pipeline.find_stores([crafted]))
+    got = storestats.merge(storestats.scan(p) for p in parts)
+    ok = [r for p in parts for r in pipeline.rows(p) if r[-2]]
+    assert sum(a.messages for a in got.queues.values()) == len(ok) < len(CASES)
+    (store,) = got.stores.values()
+    assert store.damaged_records == len(CASES) - len(ok)

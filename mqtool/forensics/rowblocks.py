@@ -38,6 +38,16 @@ class Block:
     texts: dict
     props: tuple
     problems: dict = field(default_factory=dict)
+    topic_hash: object = None    # a 64-bit hash of each row's topic (fastscan's), to group rows by topic
+
+    def topics(self) -> list:
+        """[(topic, row numbers)] in order of first appearance."""
+        hashes, first, inverse = np.unique(self.topic_hash, return_index=True, return_inverse=True)
+        order = np.argsort(first)
+        rows = np.argsort(inverse, kind="stable")
+        bounds = np.cumsum(np.bincount(inverse, minlength=len(hashes)))
+        groups = np.split(rows, bounds[:-1])
+        return [(self.text("topic", int(first[k])), groups[k]) for k in order.tolist()]
 
     def text(self, name: str, i: int):
         off, data, valid = self.texts[name]
@@ -109,14 +119,21 @@ class _Checked:
         return self._computed
 
 
-def problems_of(c: dict, stored, computed, check_crc: bool) -> dict:
-    """row -> record_problems of the rows that fail a check.  The masks only pick the rows to
-    ask: what fails, and its message, is record_problems' answer."""
+def suspects(c: dict, crc_bad=None):
+    """The records of fastscan columns that may fail one of record_problems' checks (a superset:
+    which fail, and why, is record_problems' answer).  crc_bad: the rows whose CRC is wrong,
+    when CRCs are checked."""
     tx = c["sys_flag"] & sysflag.TRANSACTION_MASK
     suspect = (c["physical"] != c["offset"]) | (c["queue_offset"] < 0) | (c["queue_id"] < 0)
     suspect |= ((tx == sysflag.TRANSACTION_PREPARED) | (tx == sysflag.TRANSACTION_ROLLBACK)) & (c["queue_offset"] != 0)
-    if check_crc:
-        suspect |= stored != computed
+    if crc_bad is not None:
+        suspect |= crc_bad
+    return suspect
+
+
+def problems_of(c: dict, stored, computed, check_crc: bool) -> dict:
+    """row -> record_problems of the rows that fail a check."""
+    suspect = suspects(c, stored != computed if check_crc else None)
     found = {}
     for i in np.flatnonzero(suspect).tolist():
         got = commitlog.record_problems(_Checked(int(c["offset"][i]), int(c["physical"][i]), int(c["queue_id"][i]),
@@ -190,7 +207,7 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
     if with_body:
         texts["body"] = (d["body_off"], d["body_data"], None)
     props = (d["map_off"], d["key_off"], d["key_data"], d["val_off"], d["val_data"])
-    return Block(chunk.count, chunk.path, numbers, texts, props, problems)
+    return Block(chunk.count, chunk.path, numbers, texts, props, problems, c["topic_hash"])
 
 
 def row_ranges(chunk, with_body: bool, rows: int, max_bytes: int = 64 << 20):
