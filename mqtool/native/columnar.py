@@ -491,3 +491,57 @@ def warm_up() -> None:
     decode_columns(buf, 0, chunk.columns, True)
     decode_columns(buf, 0, chunk.columns, False)
     keys_of(buf, chunk.columns)
+
+
+@njit(cache=True, nogil=True)
+def aggregate(topic_hash, queue_id, size, store_ts, hour_ms):
+    """stats' sums of records grouped by (topic hash, queue id), in one pass: per group its key,
+    messages, bytes, first and last store time and a histogram of size exponents (64 slots;
+    2 ** k for the smallest k with 2 ** k >= size); per (group, hour) the messages; and each
+    record's group number."""
+    n = len(topic_hash)
+    zero = np.int64(0)
+    index = {(zero, zero): zero}     # typed by its first entry, then emptied
+    index.clear()
+    group = np.empty(n, np.int64)
+    keys_th = np.empty(n, np.int64)
+    keys_q = np.empty(n, np.int64)
+    g = 0
+    for i in range(n):
+        key = (np.int64(topic_hash[i]), np.int64(queue_id[i]))
+        k = index.get(key, np.int64(-1))
+        if k < 0:
+            k = g
+            index[key] = k
+            keys_th[g] = topic_hash[i]
+            keys_q[g] = queue_id[i]
+            g += 1
+        group[i] = k
+    messages = np.zeros(g, np.int64)
+    total = np.zeros(g, np.int64)
+    first = np.full(g, np.iinfo(np.int64).max, np.int64)
+    last = np.full(g, np.iinfo(np.int64).min, np.int64)
+    hist = np.zeros((g, 64), np.int64)
+    hours = {(zero, zero): zero}
+    hours.clear()
+    for i in range(n):
+        k = group[i]
+        messages[k] += 1
+        total[k] += size[i]
+        t = store_ts[i]
+        first[k] = min(first[k], t)
+        last[k] = max(last[k], t)
+        e = 0
+        while (np.int64(1) << e) < size[i]:
+            e += 1
+        hist[k, e] += 1
+        hk = (np.int64(k), np.int64(t // hour_ms))
+        hours[hk] = hours.get(hk, zero) + 1
+    hour_g = np.empty(len(hours), np.int64)
+    hour_h = np.empty(len(hours), np.int64)
+    hour_n = np.empty(len(hours), np.int64)
+    j = 0
+    for hk, count in hours.items():
+        hour_g[j], hour_h[j], hour_n[j] = hk[0], hk[1], count
+        j += 1
+    return keys_th[:g], keys_q[:g], group, messages, total, first, last, hist, hour_g, hour_h, hour_n

@@ -132,15 +132,9 @@ def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, 
         agg.keys.append(np.array([hash_text(k) for k in props.split_keys(keys)], dtype=np.uint64))
 
 
-def _buckets(sizes):
-    """size_bucket of each size, vectorised: 2 ** ceil(log2(size)), at least MIN_BUCKET."""
-    exp = np.ceil(np.log2(np.maximum(sizes, 1))).astype(np.int64)
-    return np.left_shift(1, np.maximum(exp, MIN_BUCKET.bit_length() - 1))
-
-
 def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: dict) -> None:
     """A chunk's records into the partial: damaged ones per store (their problems from
-    record_problems), the others that pass the filters per queue, with numpy."""
+    record_problems), the others that pass the filters per queue (columnar.aggregate)."""
     from mqtool.forensics import rowblocks
     from mqtool.formats import commitlog as fmt
     from mqtool.native import columnar
@@ -165,42 +159,18 @@ def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: di
     if not good.any():
         return
     kept = {k: c[k][good] for k in ("topic_hash", "queue_id", "size", "store_ts", "props_pos", "props_len")}
-    groups, inverse = np.unique(np.stack([kept["topic_hash"], kept["queue_id"]], axis=1), axis=0,
-                                return_inverse=True)
-    inverse = inverse.ravel()
-    g = len(groups)
-    order = np.argsort(inverse, kind="stable")
-    starts = np.searchsorted(inverse[order], np.arange(g))
-    ts = kept["store_ts"][order]
-    messages = np.bincount(inverse, minlength=g)
-    sizes = np.bincount(inverse, weights=kept["size"], minlength=g)
-    first = np.minimum.reduceat(ts, starts)
-    last = np.maximum.reduceat(ts, starts)
-    buckets = _buckets(kept["size"])
-    hist_keys, hist_counts = np.unique(np.stack([inverse, buckets], axis=1), axis=0, return_counts=True)
-    hour_keys, hour_counts = np.unique(np.stack([inverse, kept["store_ts"] // HOUR_MS], axis=1), axis=0,
-                                       return_counts=True)
+    (group_th, group_q, group, messages, sizes, first, last, hist, hour_g, hour_h,
+     hour_n) = columnar.aggregate(kept["topic_hash"], kept["queue_id"], kept["size"], kept["store_ts"], HOUR_MS)
     key_record, key_hash = columnar.keys_of(chunk.buf, kept)
-    key_group = inverse[key_record]
-    aggs = []
-    for k in range(g):
-        topic = names[int(groups[k, 0])]
-        aggs.append(QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k])))
-        key = (part.broker, topic, int(groups[k, 1]))
-        if key not in queues:
-            queues[key] = QueueAgg()
-    for (k, bucket), n in zip(hist_keys.tolist(), hist_counts.tolist()):
-        aggs[k].sizes[bucket] = n
-    for (k, hour), n in zip(hour_keys.tolist(), hour_counts.tolist()):
+    key_group = group[key_record]
+    aggs = [QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k])) for k in range(len(group_th))]
+    for k, e in zip(*np.nonzero(hist)):
+        aggs[k].sizes[size_bucket(1 << int(e))] = int(hist[k, e])
+    for k, hour, n in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist()):
         aggs[k].hours[hour] = n
-    if len(key_hash):
-        by_group = np.argsort(key_group, kind="stable")
-        bounds = np.searchsorted(key_group[by_group], np.arange(g + 1))
-        for k in range(g):
-            if bounds[k + 1] > bounds[k]:
-                aggs[k].keys.append(np.unique(key_hash[by_group[bounds[k]:bounds[k + 1]]]))
-    for k in range(g):
-        queues[(part.broker, names[int(groups[k, 0])], int(groups[k, 1]))].add(aggs[k])
+    for k, agg in enumerate(aggs):
+        agg.keys.append(key_hash[key_group == k] if len(aggs) > 1 else key_hash)
+        queues.setdefault((part.broker, names[int(group_th[k])], int(group_q[k])), QueueAgg()).add(agg)
 
 
 def merge(partials) -> Partial:
