@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.native.fastscan import _i32, _i64, _utf8_units
+from mqtool.native.fastscan import _i32, _i64, _utf8_units, pair_at
 from mqtool.native.jit import crc32, njit
 
 REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
@@ -327,12 +327,7 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         map_off[i] = entries
         first = entries
         while p < end:
-            e = p
-            while e < end and buf[e] != 2:
-                e += 1
-            s = p
-            while s < e and buf[s] != 1:
-                s += 1
+            s, e = pair_at(buf, p, end)
             if p < s < e - 1:
                 key_off[entries] = kq
                 kq = put_text(buf, p, s, key_data, kq)
@@ -424,12 +419,7 @@ def key_hashes(buf, props_pos, props_len, keys_name):
         end = p + props_len[i]
         lo = hi = -1
         while p < end:
-            e = p
-            while e < end and buf[e] != 2:
-                e += 1
-            s = p
-            while s < e and buf[s] != 1:
-                s += 1
+            s, e = pair_at(buf, p, end)
             if p < s < e - 1 and _named(buf, p, s, keys_name):
                 lo, hi = s + 1, e
             p = e + 1

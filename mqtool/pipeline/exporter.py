@@ -60,6 +60,16 @@ class _JsonWriter:
         self.fh.close()
 
 
+_FEW_VALUES = {"broker", "store", "file", "magicCode", "version", "sysFlagText", "bornHost", "storeHost", "tags",
+               "flag", "sysFlag", "queueId", "reconsumeTimes", "dispatchedToConsumeQueue", "ok"}
+
+
+def pa_is_number(kind) -> bool:
+    import pyarrow.types as t
+
+    return t.is_integer(kind) or t.is_boolean(kind)
+
+
 class _ParquetWriter:
     def __init__(self, path: Path, cols):
         import pyarrow.parquet as pq
@@ -67,7 +77,11 @@ class _ParquetWriter:
         from mqtool.pipeline.arrow import arrow_schema
 
         self.schema = arrow_schema(cols)
-        self.writer = pq.ParquetWriter(path, self.schema)
+        # dictionaries and min/max statistics where they pay: columns of few distinct values, and
+        # numbers (a dictionary over msgId or propertiesString costs time and saves nothing)
+        few = [n for n in self.schema.names if n in _FEW_VALUES]
+        numbers = [f.name for f in self.schema if pa_is_number(f.type)]
+        self.writer = pq.ParquetWriter(path, self.schema, use_dictionary=few, write_statistics=numbers)
 
     def write(self, rows) -> None:
         from mqtool.pipeline.arrow import to_arrow
