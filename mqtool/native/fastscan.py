@@ -291,6 +291,20 @@ def _is_name(buf, p, end, a, b, c, d, e, f, g, hh, length):
 
 
 @njit(cache=True, inline="always")
+def pair_at(buf, p, end):
+    """The property pair starting at buf[p] (pairs end at 0x02 or at end): (where its first 0x01
+    is, or its end when it has none; its end).  The pair has a name and a value when
+    p < first 0x01 < end - 1; the broker skips the others."""
+    q = p
+    while q < end and buf[q] != 2:
+        q += 1
+    s = p
+    while s < q and buf[s] != 1:
+        s += 1
+    return s, q
+
+
+@njit(cache=True, inline="always")
 def _props(buf, p, end):
     """The properties the store reads, found in buf[p:end] by the broker's rules (pairs split on
     0x02, name and value on the first 0x01, empty names or values skipped, the last duplicate
@@ -299,12 +313,7 @@ def _props(buf, p, end):
     delay = 0
     has_delay = False
     while p < end:
-        q = p
-        while q < end and buf[q] != 2:
-            q += 1
-        s = p
-        while s < q and buf[s] != 1:
-            s += 1
+        s, q = pair_at(buf, p, end)
         if s > p and s < q - 1:
             if _is_name(buf, p, s, 84, 65, 71, 83, 0, 0, 0, 0, 4):            # TAGS
                 tags_lo, tags_hi = s + 1, q

@@ -61,6 +61,16 @@ class _JsonWriter:
         self.fh.close()
 
 
+_FEW_VALUES = {"broker", "store", "file", "magicCode", "version", "sysFlagText", "bornHost", "storeHost", "tags",
+               "flag", "sysFlag", "queueId", "reconsumeTimes", "dispatchedToConsumeQueue", "ok"}
+
+
+def pa_is_number(kind) -> bool:
+    import pyarrow.types as t
+
+    return t.is_integer(kind) or t.is_boolean(kind)
+
+
 class _ParquetWriter:
     def __init__(self, path: Path, cols):
         import pyarrow.parquet as pq
@@ -68,21 +78,53 @@ class _ParquetWriter:
         from mqtool.pipeline.arrow import arrow_schema
 
         self.schema = arrow_schema(cols)
-        self.writer = pq.ParquetWriter(path, self.schema)
+        # dictionaries and min/max statistics where they pay: columns of few distinct values, and
+        # numbers (a dictionary over msgId or propertiesString costs time and saves nothing)
+        few = [n for n in self.schema.names if n in _FEW_VALUES]
+        numbers = [f.name for f in self.schema if pa_is_number(f.type)]
+        self.writer = pq.ParquetWriter(path, self.schema, use_dictionary=few, write_statistics=numbers)
 
     def write(self, rows) -> None:
         from mqtool.pipeline.arrow import to_arrow
 
         self.writer.write_batch(to_arrow(rows, self.schema))
 
+    def write_batches(self, batches) -> None:
+        import pyarrow as pa
+
+        self.writer.write_table(pa.Table.from_batches(batches, schema=self.schema), row_group_size=1 << 20)
+
     def close(self) -> None:
         self.writer.close()
+
+
+def _json_rows(block, part, names):
+    """A block's rows as tuples in the export's column order (for the JSON lines writer)."""
+    columns = []
+    for name in names:
+        if name in block.numbers:
+            columns.append(block.numbers[name].tolist())
+        elif name in block.texts:
+            columns.append([block.text(name, i) for i in range(block.n)] if name != "body" else
+                           [bytes(block.texts["body"][1][a:b]) for a, b in
+                            zip(block.texts["body"][0][:-1].tolist(), block.texts["body"][0][1:].tolist())])
+        elif name == "properties":
+            columns.append([block.properties(i) for i in range(block.n)])
+        elif name == "problems":
+            columns.append([[{"kind": k, "message": m} for k, m in block.problems.get(i, ())]
+                            for i in range(block.n)])
+        else:
+            value = {"broker": part.broker, "store": part.store, "file": block.path}[name]
+            columns.append([value] * block.n)
+    return zip(*columns)
 
 
 def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: bool = False,
                 filters: pipeline.Filters | None = None) -> dict:
     """Write one partition's rows under out, one file per topic; returns {topic: rows written}
-    and the number of damaged (ok = false) rows under the key None."""
+    and the number of damaged (ok = false) rows under the key None.  Rows come from the
+    columnar read path (pipeline.row_blocks); Parquet gets its Arrow batches as they are, split
+    by topic, a row group per ROW_GROUP rows of a topic."""
     cols = pipeline.columns(with_body)
     topic_at = [name for name, _ in cols].index("topic")
     ok_at = [name for name, _ in cols].index("ok")
@@ -90,34 +132,75 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
     names = [name for name, _ in kept]
     suffix = "parquet" if fmt == "parquet" else "jsonl"
     writers: dict = {}
-    buffers: dict = {}
+    pending: dict = {}   # topic -> (Arrow batches or row lists, rows)
     counts: dict = {None: 0}
+    if fmt == "parquet":
+        from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow
 
-    def flush(topic):
-        rows = buffers.pop(topic, None)
-        if not rows:
-            return
+        full_schema = arrow_schema(cols)
+
+    def writer_of(topic):
         writer = writers.get(topic)
         if writer is None:
             directory = topic_dir(Path(out), topic)
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / f"part-{part.index:05d}.{suffix}"
             writer = writers[topic] = _ParquetWriter(path, kept) if fmt == "parquet" else _JsonWriter(path, names)
-        writer.write(rows)
+        return writer
 
-    try:
-        for row in pipeline.rows(part, filters, with_body=with_body):
+    def flush(topic):
+        items, _ = pending.pop(topic, ((), 0))
+        if not items:
+            return
+        writer = writer_of(topic)
+        if fmt == "parquet":
+            writer.write_batches(items)
+        else:
+            writer.write([row for rows in items for row in rows])
+
+    def add(topic, item, n):
+        items, size = pending.setdefault(topic, ([], 0))
+        items.append(item)
+        pending[topic] = (items, size + n)
+        if size + n >= ROW_GROUP:
+            flush(topic)
+
+    def add_rows(rows):
+        by_topic: dict = {}
+        for row in rows:
             topic = row[topic_at]
             counts[topic] = counts.get(topic, 0) + 1
             if not row[ok_at]:
                 counts[None] += 1
-            buf = buffers.setdefault(topic, [])
-            buf.append(row[:topic_at] + row[topic_at + 1:])
-            if len(buf) >= ROW_GROUP:
-                flush(topic)
-        for topic in list(buffers):
+            by_topic.setdefault(topic, []).append(row)
+        for topic, group in by_topic.items():
+            if fmt == "parquet":
+                batch = to_arrow(group, full_schema).drop_columns(["topic"])
+                add(topic, batch, len(group))
+            else:
+                add(topic, [r[:topic_at] + r[topic_at + 1:] for r in group], len(group))
+
+    try:
+        for piece in pipeline.row_blocks(part, filters, with_body=with_body):
+            if isinstance(piece, list):
+                add_rows(piece)
+                continue
+            counts[None] += piece.n - int(piece.numbers["ok"].sum())
+            topics = piece.topics()
+            for topic, rows in topics:
+                counts[topic] = counts.get(topic, 0) + len(rows)
+            if fmt == "parquet":
+                batch = block_to_arrow(piece, part, full_schema).drop_columns(["topic"])
+                for topic, rows in topics:
+                    add(topic, batch if len(topics) == 1 else batch.take(rows), len(rows))
+            else:
+                lines = list(_json_rows(piece, part, names))
+                for topic, rows in topics:
+                    add(topic, [lines[i] for i in rows.tolist()], len(rows))
+        for topic in list(pending):
             flush(topic)
     finally:
         for writer in writers.values():
             writer.close()
     return counts
+

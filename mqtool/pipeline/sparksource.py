@@ -6,8 +6,8 @@
 The data sources use the Python Data Source API (pyspark.sql.datasource, PySpark
 >= 4.1 for filter pushdown).  Every input partition is one file, described by a
 pipeline partition, and decoded in Spark's Python workers by the same
-generators `--engine local` runs (mqtool.pipeline.engines), handed to Spark as Arrow
-batches of a few thousand rows, so memory stays flat.  The workers import
+generators `--engine local` runs (mqtool.pipeline.engines: the compiled columnar read
+path), handed to Spark as Arrow batches of a few thousand rows, so memory stays flat.  The workers import
 mqtool, so it must be installed where they run (see README.md).
 
 pyspark and pyarrow are imported here only; nothing else in mqtool imports this
@@ -37,7 +37,7 @@ from pyspark.sql.datasource import (
 
 from mqtool.errors import UsageError
 from mqtool.pipeline import engines as pipeline
-from mqtool.pipeline.arrow import arrow_schema, to_arrow
+from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow
 
 FORMAT = "rocketmq"
 CQ_FORMAT = "rocketmq_cq"
@@ -120,11 +120,13 @@ class CommitLogReader(_Reader):
         return [InputPartition(p) for p in pipeline.commitlog_parts(self.stores, self.filters)]
 
     def read(self, partition):
+        """The columnar read path's Arrow batches as they are (pipeline.row_blocks)."""
+        part = partition.value
         schema = arrow_schema(pipeline.columns(self.with_body))
-        rows = pipeline.rows(partition.value, self.filters, with_body=self.with_body,
-                             with_problems=self.with_problems, check_crc=self.check_crc)
-        for batch in pipeline.batches(rows):
-            yield to_arrow(batch, schema)
+        for piece in pipeline.row_blocks(part, self.filters, with_body=self.with_body,
+                                         with_problems=self.with_problems, check_crc=self.check_crc,
+                                         rows=pipeline.BATCH_ROWS):
+            yield to_arrow(piece, schema) if isinstance(piece, list) else block_to_arrow(piece, part, schema)
 
 
 class PushdownCommitLogReader(_Pushdown, CommitLogReader):

@@ -4,13 +4,12 @@
 and returns a small picklable partial; `merge` adds the partials up.  The
 partials are sums, minima, maxima, counters and sorted arrays of key hashes,
 so merging is exact whatever the partitioning.  Distinct keys are counted by
-64-bit BLAKE2b hashes of the keys (8 bytes a key on the driver instead of the
-key itself; two different keys collide with odds of about n^2 / 2^65).
+64-bit hashes of the keys (native/columnar.key_hashes: 8 bytes a key on the driver
+instead of the key itself; two different keys collide with odds of about n^2 / 2^65).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,11 +27,6 @@ MIN_BUCKET = 64
 def size_bucket(size: int) -> int:
     """The histogram bucket of a record size: the smallest power of two >= size (at least 64)."""
     return 1 << max(MIN_BUCKET.bit_length() - 1, (max(size, 1) - 1).bit_length())
-
-
-def key_hash(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
-                          "little")
 
 
 @dataclass
@@ -88,48 +82,95 @@ class Partial:
 def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
          check_crc: bool = True) -> Partial:
     """The partial stats of one partition: messages that pass their checks (and the filters)
-    count per queue; damaged records and other damage count per store."""
+    count per queue; damaged records and other damage count per store.  Runs of records come
+    from the compiled scan and are added up by vectorised code (add_chunk)."""
+    from mqtool.native import fastscan
+
     filters = filters or pipeline.Filters()
     store = StoreAgg(part.store, files=1 if part.path else 0)
     queues: dict = {}
-    for entry in pipeline.entries(part, check_crc):
-        if isinstance(entry, Record):
-            store.records += 1
-            store.bytes += entry.total_size
-            found = commitlog.record_problems(entry, check_crc)
-            if found:
-                store.damaged_records += 1
-                store.problems += len(found)
-                for kind, _ in found:
-                    store.kinds[kind] = store.kinds.get(kind, 0) + 1
-                continue
-            if not filters.record_ok(entry):
-                continue
-            key = (part.broker, entry.topic, entry.queue_id)
-            agg = queues.get(key)
-            if agg is None:
-                agg = queues[key] = QueueAgg()
-            ts = entry.store_timestamp
-            agg.messages += 1
-            agg.bytes += entry.total_size
-            agg.first = ts if agg.first is None or ts < agg.first else agg.first
-            agg.last = ts if agg.last is None or ts > agg.last else agg.last
-            bucket = size_bucket(entry.total_size)
-            agg.sizes[bucket] = agg.sizes.get(bucket, 0) + 1
-            hour = ts // HOUR_MS
-            agg.hours[hour] = agg.hours.get(hour, 0) + 1
-            if entry.properties_bytes:
-                keys = entry.properties.get(props.KEYS)
-                if keys:
-                    agg.keys.extend(key_hash(k) for k in props.split_keys(keys))
+    for entry in pipeline.entries(part, check_crc, scanner=fastscan):
+        if isinstance(entry, fastscan.Chunk):
+            add_chunk(entry, part, filters, check_crc, store, queues)
+        elif isinstance(entry, Record):
+            _add_record(entry, part, filters, check_crc, store, queues)
         elif isinstance(entry, Blank):
             store.blanks += 1
         elif isinstance(entry, commitlog.Problem):
             store.problems += 1
             store.kinds[entry.kind] = store.kinds.get(entry.kind, 0) + 1
     for agg in queues.values():
-        agg.keys = [np.unique(np.array(agg.keys, dtype=np.uint64))] if agg.keys else []
+        if agg.keys:
+            agg.keys = [np.unique(np.concatenate([np.asarray(k, dtype=np.uint64).ravel() for k in agg.keys]))]
     return Partial(queues, {part.broker: store})
+
+
+def _count_problems(store: StoreAgg, found) -> None:
+    store.damaged_records += 1
+    store.problems += len(found)
+    for kind, _ in found:
+        store.kinds[kind] = store.kinds.get(kind, 0) + 1
+
+
+def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, queues: dict) -> None:
+    """One record the kernels left to the reference decoder."""
+    from mqtool.native.columnar import hash_text
+
+    store.records += 1
+    store.bytes += entry.total_size
+    found = commitlog.record_problems(entry, check_crc)
+    if found:
+        _count_problems(store, found)
+        return
+    if not filters.record_ok(entry):
+        return
+    agg = queues.setdefault((part.broker, entry.topic, entry.queue_id), QueueAgg())
+    ts = entry.store_timestamp
+    agg.add(QueueAgg(1, entry.total_size, ts, ts, {size_bucket(entry.total_size): 1}, {ts // HOUR_MS: 1}))
+    keys = entry.properties.get(props.KEYS) if entry.properties_bytes else None
+    if keys:
+        agg.keys.append(np.array([hash_text(k) for k in props.split_keys(keys)], dtype=np.uint64))
+
+
+def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: dict) -> None:
+    """A chunk's records into the partial: damaged ones per store (their problems from
+    record_problems), the others that pass the filters per queue (columnar.aggregate)."""
+    from mqtool.forensics import rowblocks
+    from mqtool.formats import commitlog as fmt
+    from mqtool.native import columnar
+
+    c = chunk.columns
+    store.records += chunk.count
+    store.bytes += int(c["size"].sum())
+    suspect = rowblocks.suspects(c, ~c["crc_ok"] if check_crc else None)
+    good = np.ones(chunk.count, dtype=np.bool_)
+    base = part.file_from
+    for i in np.flatnonzero(suspect).tolist():
+        pos = int(c["offset"][i]) - part.file_from
+        found = commitlog.record_problems(fmt.decode_entry(chunk.buf.data, pos, pos + int(c["size"][i]), base),
+                                          check_crc)
+        if found:
+            good[i] = False
+            _count_problems(store, found)
+    names = rowblocks.topic_names(chunk)
+    keep = rowblocks.keep_mask(chunk, filters, names)
+    if keep is not None:
+        good &= keep
+    if not good.any():
+        return
+    kept = {k: c[k][good] for k in ("topic_hash", "queue_id", "size", "store_ts", "props_pos", "props_len")}
+    (group_th, group_q, group, messages, sizes, first, last, hist, hour_g, hour_h,
+     hour_n) = columnar.aggregate(kept["topic_hash"], kept["queue_id"], kept["size"], kept["store_ts"], HOUR_MS)
+    key_record, key_hash = columnar.keys_of(chunk.buf, kept)
+    key_group = group[key_record]
+    aggs = [QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k])) for k in range(len(group_th))]
+    for k, e in zip(*np.nonzero(hist)):
+        aggs[k].sizes[size_bucket(1 << int(e))] = int(hist[k, e])
+    for k, hour, n in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist()):
+        aggs[k].hours[hour] = n
+    for k, agg in enumerate(aggs):
+        agg.keys.append(key_hash[key_group == k] if len(aggs) > 1 else key_hash)
+        queues.setdefault((part.broker, names[int(group_th[k])], int(group_q[k])), QueueAgg()).add(agg)
 
 
 def merge(partials) -> Partial:

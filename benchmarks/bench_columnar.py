@@ -1,0 +1,99 @@
+"""Benchmark the commands that turn records into rows against a bare zlib.crc32 loop over the same bytes.
+
+    python benchmarks/bench_columnar.py [--size 1G] [--repeat 1]
+
+On storegen's store (~1 KiB messages, cached as benchmarks/.work/store-<size>-f1G/), each
+command runs as a child process in one process (`--jobs 1`), output to /dev/null or a
+temporary directory: `export --format parquet`, `export --format jsonl`, `stats --json` and
+`dump commitlog --json --no-body`.  For each: wall time (the whole command, Python start-up
+included), records/s, MB/s of commitlog data, peak RSS of the child, and the ratio to the bare
+loop measured in the same run (bench_verify.bare_crc_loop: zlib.crc32 over the commitlog
+read in 64 KiB chunks).  Targets (issue 15): export to Parquet >= 1/3 of the loop, stats >= 1x,
+dump --json --no-body >= 250,000 records/s, peak RSS < 300 MB.  Both start from a warm page
+cache.  It asserts nothing; the exit status is non-zero only when a command fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import storegen  # noqa: E402
+from bench_verify import bare_crc_loop  # noqa: E402
+
+MB = 1e6
+
+
+def mqtool() -> list[str]:
+    """This interpreter's mqtool (python -m: PYTHONPATH picks the checkout to time)."""
+    return [sys.executable, "-m", "mqtool"]
+
+
+def run(args: list[str]) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS bytes, stdout) of one child running mqtool args."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(mqtool() + args, stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        err = proc.stderr.read().decode()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"mqtool {' '.join(args)} exited {proc.returncode}: {err}")
+        out.seek(0)
+        tail = out.read()[-4096:].decode(errors="replace")
+    return wall, usage.ru_maxrss * 1024, tail
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=storegen.parse_size, default=storegen.parse_size("1G"))
+    parser.add_argument("--repeat", type=int, default=1, help="runs per command; the best wall time counts")
+    opts = parser.parse_args(argv)
+    root, manifest = storegen.ensure_store(opts.size)
+    records, data = manifest["records"], manifest["data_end"]
+    files = sorted((root / "commitlog").iterdir())
+    bare_crc_loop(files, data)                       # warm the page cache
+    loop = max(bare_crc_loop(files, data) for _ in range(3))
+    print(f"store {root} ({data / MB:,.0f} MB, {records:,} records); bare zlib.crc32 loop {loop:,.0f} MB/s")
+    out = Path(tempfile.mkdtemp(prefix="bench-columnar-"))
+    store = str(root)
+    commands = [
+        ("export parquet", ["export", store, "--out", str(out / "p"), "--overwrite", "--jobs", "1"], 1 / 3, None),
+        ("export jsonl", ["export", store, "--out", str(out / "j"), "--format", "jsonl", "--overwrite",
+                          "--jobs", "1"], None, None),
+        ("stats", ["stats", store, "--json", "--jobs", "1"], 1.0, None),
+        ("dump --json --no-body", ["dump", store, "commitlog", "--json", "--no-body"], None, 250_000),
+    ]
+    print(f"{'command':<24} {'wall':>7} {'records/s':>11} {'MB/s':>8} {'ratio':>6} {'peak RSS':>9}  target")
+    for name, args, ratio_target, rate_target in commands:
+        best, peak = None, 0
+        for _ in range(opts.repeat):
+            wall, rss, tail = run(args)
+            best = wall if best is None else min(best, wall)
+            peak = max(peak, rss)
+        if name == "stats":
+            assert json.loads(tail.strip().splitlines()[-1])["messages"] == records
+        rate, mbs = records / best, data / best / MB
+        ratio = mbs / loop
+        if ratio_target is not None:
+            verdict = f"ratio >= {ratio_target:.2f}: {'PASS' if ratio >= ratio_target else 'FAIL'}"
+        else:
+            verdict = f">= {rate_target:,} records/s: {'PASS' if rate >= rate_target else 'FAIL'}" if rate_target else ""
+        verdict += f"; RSS < 300 MB: {'PASS' if peak < 300e6 else 'FAIL'}"
+        print(f"{name:<24} {best:>6.2f}s {rate:>11,.0f} {mbs:>8,.0f} {ratio:>6.2f} {peak / MB:>7,.0f}MB  {verdict}")
+    subprocess.run(["rm", "-rf", str(out)], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

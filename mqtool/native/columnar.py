@@ -1,0 +1,537 @@
+"""Records of a scanned chunk as columns: every field of a commitlog row, compiled.
+
+fastscan finds the records of a file (offsets, sizes, where the body, topic and
+properties lie); `decode` turns a range of them into numpy arrays shaped as
+Arrow lays out its columns: fixed-width fields as plain arrays, text as one
+data buffer with int32 offsets (bornHost, storeHost and msgId formatted here,
+topic, properties and the tags/keys/uniqKey values decoded from UTF-8 with
+Python's "replace" rules, so the text is what `bytes.decode("utf-8", "replace")`
+gives), and the properties as a map (entry offsets, then key and value text)
+parsed by the broker's rules (MessageDecoder.string2messageProperties: pairs
+split on 0x02, name and value on the first 0x01, empty names or values
+skipped, a later duplicate's value wins in the first one's place).  The layout
+is formats/commitlog.py's; tests/test_columnar.py checks every column against
+the reference walker on every fixture.
+
+`key_hashes` gives 64-bit hashes of the KEYS pieces (for stats' distinct keys).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mqtool.native.fastscan import _i32, _i64, _utf8_units, pair_at
+from mqtool.native.jit import crc32, njit
+
+REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
+_HEX_UPPER = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_HEX_LOWER = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+@njit(cache=True, inline="always")
+def _cont(b):
+    return 0x80 <= b < 0xC0
+
+
+@njit(cache=True)
+def utf8_sequence(src, p, end):
+    """(length, valid) of the UTF-8 sequence at src[p]: a valid character of `length` bytes,
+    or an invalid maximal subpart of `length` bytes that Python's decoder turns into one
+    U+FFFD (CPython's rules: a bad start byte alone, else the valid prefix of a sequence)."""
+    b = np.int64(src[p])
+    if b < 0x80:
+        return 1, True
+    if b < 0xC2 or b > 0xF4:
+        return 1, False
+    if b < 0xE0:
+        need = 2
+        lo, hi = 0x80, 0xBF
+    elif b < 0xF0:
+        need = 3
+        lo = 0xA0 if b == 0xE0 else 0x80
+        hi = 0x9F if b == 0xED else 0xBF
+    else:
+        need = 4
+        lo = 0x90 if b == 0xF0 else 0x80
+        hi = 0x8F if b == 0xF4 else 0xBF
+    if p + 1 >= end or not lo <= np.int64(src[p + 1]) <= hi:
+        return 1, False
+    for k in range(2, need):
+        if p + k >= end or not _cont(np.int64(src[p + k])):
+            return k, False
+    return need, True
+
+
+@njit(cache=True)
+def put_text(src, p, end, out, q):
+    """Copy src[p:end] to out[q:] as Python decodes it with "replace"; returns the new q.
+    out needs room for 3 bytes per source byte."""
+    while p < end:
+        b = src[p]
+        if b < 0x80:
+            out[q] = b
+            q += 1
+            p += 1
+            continue
+        n, ok = utf8_sequence(src, p, end)
+        if ok:
+            for k in range(n):
+                out[q + k] = src[p + k]
+            q += n
+        else:
+            out[q] = 0xEF
+            out[q + 1] = 0xBF
+            out[q + 2] = 0xBD
+            q += 3
+        p += n
+    return q
+
+
+@njit(cache=True, inline="always")
+def put_uint(value, out, q):
+    """The decimal digits of a non-negative integer; returns the new q."""
+    if value == 0:
+        out[q] = 48
+        return q + 1
+    n = 0
+    v = value
+    while v > 0:
+        n += 1
+        v //= 10
+    v = value
+    for k in range(n - 1, -1, -1):
+        out[q + k] = 48 + v % 10
+        v //= 10
+    return q + n
+
+
+@njit(cache=True, inline="always")
+def put_int(value, out, q):
+    """A signed decimal integer (an int64; the lowest value is never a field here)."""
+    if value < 0:
+        out[q] = 45
+        return put_uint(-value, out, q + 1)
+    return put_uint(value, out, q)
+
+
+@njit(cache=True)
+def put_host(buf, p, v6, out, q):
+    """Java's InetSocketAddress text of the address at buf[p] (4 or 16 bytes) and its port:
+    `1.2.3.4:5`, an IPv4-mapped IPv6 address as IPv4, else `[a:b:c:d:e:f:g:h]:port`."""
+    width = 16 if v6 else 4
+    port = _i32(buf, p + width)
+    mapped = False
+    if v6:
+        mapped = True
+        for k in range(10):
+            if buf[p + k] != 0:
+                mapped = False
+        if buf[p + 10] != 0xFF or buf[p + 11] != 0xFF:
+            mapped = False
+    if not v6 or mapped:
+        a = p + 12 if mapped else p
+        for k in range(4):
+            if k:
+                out[q] = 46
+                q += 1
+            q = put_uint(np.int64(buf[a + k]), out, q)
+    else:
+        out[q] = 91
+        q += 1
+        for g in range(8):
+            if g:
+                out[q] = 58
+                q += 1
+            v = (np.int64(buf[p + 2 * g]) << 8) | np.int64(buf[p + 2 * g + 1])
+            started = False
+            for shift in (12, 8, 4, 0):
+                d = (v >> shift) & 0xF
+                if d or started or shift == 0:
+                    out[q] = _HEX_LOWER[d]
+                    q += 1
+                    started = True
+        out[q] = 93
+        q += 1
+    out[q] = 58
+    return put_int(port, out, q + 1)
+
+
+@njit(cache=True, inline="always")
+def _put_hex_bytes(buf, p, n, out, q):
+    for k in range(n):
+        b = np.int64(buf[p + k])
+        out[q] = _HEX_UPPER[b >> 4]
+        out[q + 1] = _HEX_UPPER[b & 0xF]
+        q += 2
+    return q
+
+
+@njit(cache=True)
+def put_msgid(buf, store_host_pos, v6, offset, out, q):
+    """MessageDecoder.createMessageId: the store host's address and port bytes, then the
+    commitlog offset (8 bytes), as upper-case hex."""
+    q = _put_hex_bytes(buf, store_host_pos, (16 if v6 else 4) + 4, out, q)
+    for shift in range(60, -4, -4):
+        out[q] = _HEX_UPPER[(offset >> shift) & 0xF]
+        q += 1
+    return q
+
+
+@njit(cache=True, inline="always")
+def _same(a, alo, ahi, b, blo, bhi):
+    if ahi - alo != bhi - blo:
+        return False
+    for k in range(ahi - alo):
+        if a[alo + k] != b[blo + k]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _named(data, lo, hi, name):
+    if hi - lo != len(name):
+        return False
+    for k in range(len(name)):
+        if data[lo + k] != name[k]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _copy_value(src, lo, hi, out, q):
+    for k in range(hi - lo):
+        out[q + k] = src[lo + k]
+    return q + hi - lo
+
+
+@njit(cache=True, inline="always")
+def _delay_level(data, lo, hi):
+    """The DELAY property's level when it is plain decimal digits that fit an int, else -1 (the
+    caller then asks the reference code, which reads it as Java's Integer.parseInt would)."""
+    if hi - lo > 10:
+        return -1
+    value = 0
+    for k in range(lo, hi):
+        c = data[k]
+        if c < 48 or c > 57:
+            return -1
+        value = value * 10 + (c - 48)
+    return value if value <= 0x7FFFFFFF else -1
+
+
+@njit(cache=True, nogil=True)
+def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len, props_pos, props_len,
+           crc_known, with_body, tags_name, keys_name, uniq_name, delay_name):
+    """Every column of the records given (arrays of fastscan's columns, already cut to the
+    records wanted).  crc_known: records whose stored body CRC the scan found right (their
+    CRC is not computed again).  Returns a tuple; columnar.COLUMNS names its items."""
+    n = len(offset)
+    topic_total = 0
+    props_total = 0
+    body_total = 0
+    most_props = 0
+    for i in range(n):
+        topic_total += topic_len[i]
+        props_total += props_len[i]
+        body_total += body_len[i]
+        most_props = max(most_props, props_len[i])
+    stored_crc = np.empty(n, np.int32)
+    computed_crc = np.empty(n, np.int32)
+    flag = np.empty(n, np.int32)
+    born_ts = np.empty(n, np.int64)
+    reconsume = np.empty(n, np.int32)
+    prepared = np.empty(n, np.int64)
+    tags_hash = np.zeros(n, np.int64)
+    delay = np.zeros(n, np.int64)
+    topic_off = np.empty(n + 1, np.int32)
+    topic_data = np.empty(3 * topic_total, np.uint8)
+    props_off = np.empty(n + 1, np.int32)
+    props_data = np.empty(3 * props_total, np.uint8)
+    pairs = props_total // 2 + n           # a pair takes at least 2 bytes of the string (or is the last)
+    map_off = np.empty(n + 1, np.int32)
+    key_off = np.empty(pairs + 1, np.int32)
+    key_data = np.empty(3 * props_total, np.uint8)
+    val_off = np.empty(pairs + 1, np.int32)
+    val_data = np.empty(3 * props_total, np.uint8)
+    tags_ok = np.zeros(n, np.bool_)
+    tags_off = np.empty(n + 1, np.int32)
+    tags_data = np.empty(3 * props_total, np.uint8)
+    keys_ok = np.zeros(n, np.bool_)
+    keys_off = np.empty(n + 1, np.int32)
+    keys_data = np.empty(3 * props_total, np.uint8)
+    uniq_ok = np.zeros(n, np.bool_)
+    uniq_off = np.empty(n + 1, np.int32)
+    uniq_data = np.empty(3 * props_total, np.uint8)
+    born_off = np.empty(n + 1, np.int32)
+    born_data = np.empty(64 * n, np.uint8)
+    store_off = np.empty(n + 1, np.int32)
+    store_data = np.empty(64 * n, np.uint8)
+    msgid_off = np.empty(n + 1, np.int32)
+    msgid_data = np.empty(56 * n, np.uint8)
+    body_off = np.zeros(n + 1 if with_body else 1, np.int32)
+    body_data = np.empty(body_total if with_body else 0, np.uint8)
+    # per record: each pair's raw value range, and which entry a later duplicate replaces
+    value_lo = np.empty(most_props // 2 + 2, np.int64)
+    value_hi = np.empty(most_props // 2 + 2, np.int64)
+    addr = buf.ctypes.data
+    tq = pq = kq = vq = bq = sq = mq = dq = 0
+    prev_born = prev_store = 0
+    prev_born_v6 = prev_store_v6 = False
+    state = np.zeros(1, np.int64)
+    entries = 0
+    gq = yq = uq = 0
+    for i in range(n):
+        pos = offset[i] - base
+        sf = sys_flag[i]
+        born_v6 = (sf & 0x10) != 0
+        store_v6 = (sf & 0x20) != 0
+        stored_crc[i] = _i32(buf, pos + 8)
+        blen = body_len[i]
+        if crc_known[i]:
+            computed_crc[i] = stored_crc[i]
+        else:
+            computed_crc[i] = (crc32(0, addr + body_pos[i], blen) & 0x7FFFFFFF) if blen > 0 else 0
+        flag[i] = _i32(buf, pos + 16)
+        born_ts[i] = _i64(buf, pos + 40)
+        born_at = pos + 48
+        store_at = born_at + (20 if born_v6 else 8) + 8
+        tail = store_at + (20 if store_v6 else 8)
+        reconsume[i] = _i32(buf, tail)
+        prepared[i] = _i64(buf, tail + 4)
+        topic_off[i] = tq
+        tq = put_text(buf, topic_pos[i], topic_pos[i] + topic_len[i], topic_data, tq)
+        born_off[i] = bq
+        if i and born_v6 == prev_born_v6 and _same(buf, born_at, born_at + (20 if born_v6 else 8), buf,
+                                                   prev_born, prev_born + (20 if born_v6 else 8)):
+            bq = _copy_value(born_data, born_off[i - 1], born_off[i], born_data, bq)   # the same host again
+        else:
+            bq = put_host(buf, born_at, born_v6, born_data, bq)
+        prev_born, prev_born_v6 = born_at, born_v6
+        store_off[i] = sq
+        if i and store_v6 == prev_store_v6 and _same(buf, store_at, store_at + (20 if store_v6 else 8), buf,
+                                                     prev_store, prev_store + (20 if store_v6 else 8)):
+            sq = _copy_value(store_data, store_off[i - 1], store_off[i], store_data, sq)
+        else:
+            sq = put_host(buf, store_at, store_v6, store_data, sq)
+        prev_store, prev_store_v6 = store_at, store_v6
+        msgid_off[i] = mq
+        mq = put_msgid(buf, store_at, store_v6, offset[i], msgid_data, mq)
+        if with_body:
+            body_off[i] = dq
+            dq = _copy_value(buf, body_pos[i], body_pos[i] + blen, body_data, dq)
+        # the properties: the whole string, then the map
+        p = props_pos[i]
+        end = p + props_len[i]
+        props_off[i] = pq
+        pq = put_text(buf, p, end, props_data, pq)
+        map_off[i] = entries
+        first = entries
+        while p < end:
+            s, e = pair_at(buf, p, end)
+            if p < s < e - 1:
+                key_off[entries] = kq
+                kq = put_text(buf, p, s, key_data, kq)
+                slot = entries - first
+                for j in range(first, entries):
+                    if _same(key_data, key_off[j], key_off[j + 1] if j + 1 < entries else key_off[entries],
+                             key_data, key_off[entries], kq):
+                        slot = j - first
+                        break
+                if slot == entries - first:
+                    entries += 1
+                else:
+                    kq = key_off[entries]      # a duplicate name: the earlier entry takes this value
+                value_lo[slot] = s + 1
+                value_hi[slot] = e
+            p = e + 1
+        key_off[entries] = kq
+        tags_off[i] = gq
+        keys_off[i] = yq
+        uniq_off[i] = uq
+        for j in range(first, entries):
+            val_off[j] = vq
+            start = vq
+            vq = put_text(buf, value_lo[j - first], value_hi[j - first], val_data, vq)
+            k0, k1 = key_off[j], key_off[j + 1]
+            if _named(key_data, k0, k1, tags_name):
+                tags_ok[i] = True
+                gq = _copy_value(val_data, start, vq, tags_data, tags_off[i])
+                # tagsCode: the Java hashCode of TAGS (decoded, so its UTF-16 units are exact)
+                h = _utf8_units(val_data, start, vq, 0, state)
+                tags_hash[i] = h - 0x100000000 if h >= 0x80000000 else h
+            elif _named(key_data, k0, k1, keys_name):
+                keys_ok[i] = True
+                yq = _copy_value(val_data, start, vq, keys_data, keys_off[i])
+            elif _named(key_data, k0, k1, uniq_name):
+                uniq_ok[i] = True
+                uq = _copy_value(val_data, start, vq, uniq_data, uniq_off[i])
+            elif _named(key_data, k0, k1, delay_name):
+                delay[i] = _delay_level(val_data, start, vq)
+    for arr, last in ((topic_off, tq), (props_off, pq), (born_off, bq), (store_off, sq), (msgid_off, mq),
+                      (map_off, entries)):
+        arr[n] = last
+    key_off[entries] = kq
+    val_off[entries] = vq
+    if with_body:
+        body_off[n] = dq
+    tags_off[n] = gq
+    keys_off[n] = yq
+    uniq_off[n] = uq
+    return (stored_crc, computed_crc, flag, born_ts, reconsume, prepared, tags_hash, delay,
+            topic_off, topic_data[:tq], props_off, props_data[:pq],
+            map_off, key_off[:entries + 1], key_data[:kq], val_off[:entries + 1], val_data[:vq],
+            tags_off, tags_data[:gq], tags_ok, keys_off, keys_data[:yq], keys_ok, uniq_off, uniq_data[:uq], uniq_ok,
+            born_off, born_data[:bq], store_off, store_data[:sq], msgid_off, msgid_data[:mq],
+            body_off, body_data[:dq])
+
+
+@njit(cache=True, inline="always")
+def _hash64(data, lo, hi):
+    """FNV-1a over data[lo:hi], then a 64-bit finaliser (splitmix64's) to spread the bits."""
+    h = np.uint64(0xCBF29CE484222325)
+    for k in range(lo, hi):
+        h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def key_hashes(buf, props_pos, props_len, keys_name):
+    """(record number, 64-bit hash) of every piece of every record's KEYS property, split on
+    single spaces with empty pieces dropped (as the index splits them), each piece hashed as
+    the UTF-8 of its decoded text.  The last KEYS pair wins, as in the broker's map."""
+    n = len(props_pos)
+    total = 0
+    most = 0
+    for i in range(n):
+        total += props_len[i]
+        most = max(most, props_len[i])
+    record = np.empty(total // 2 + 1, np.int64)
+    hashes = np.empty(total // 2 + 1, np.uint64)
+    scratch = np.empty(3 * most + 3, np.uint8)
+    count = 0
+    for i in range(n):
+        p = props_pos[i]
+        end = p + props_len[i]
+        lo = hi = -1
+        while p < end:
+            s, e = pair_at(buf, p, end)
+            if p < s < e - 1 and _named(buf, p, s, keys_name):
+                lo, hi = s + 1, e
+            p = e + 1
+        if lo < 0:
+            continue
+        a = lo
+        while a <= hi:
+            b = a
+            while b < hi and buf[b] != 32:
+                b += 1
+            if b > a:
+                length = put_text(buf, a, b, scratch, 0)
+                record[count] = i
+                hashes[count] = _hash64(scratch, 0, length)
+                count += 1
+            a = b + 1
+    return record[:count], hashes[:count]
+
+
+COLUMNS = ("stored_crc", "computed_crc", "flag", "born_ts", "reconsume", "prepared", "tags_hash", "delay",
+           "topic_off", "topic_data", "props_off", "props_data",
+           "map_off", "key_off", "key_data", "val_off", "val_data",
+           "tags_off", "tags_data", "tags_ok", "keys_off", "keys_data", "keys_ok", "uniqKey_off", "uniqKey_data",
+           "uniqKey_ok",
+           "born_off", "born_data", "store_off", "store_data", "msgid_off", "msgid_data",
+           "body_off", "body_data")
+NAMED = ("tags", "keys", "uniqKey")    # the TAGS, KEYS and UNIQ_KEY values, as columns
+_NAMES = tuple(np.frombuffer(name, dtype=np.uint8) for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"))
+
+
+def decode_columns(buf, base: int, scanned: dict, with_body: bool = False, crc_known=None) -> dict:
+    """decode() for fastscan columns (already cut to the records wanted), as a dict of arrays.
+    crc_known: the scan's crc_ok column when it checked CRCs."""
+    c = scanned
+    if crc_known is None:
+        crc_known = np.zeros(len(c["offset"]), dtype=np.bool_)
+    out = decode(buf, base, c["offset"], c["sys_flag"], c["body_pos"], c["body_len"], c["topic_pos"],
+                 c["topic_len"], c["props_pos"], c["props_len"], crc_known, with_body, *_NAMES)
+    return dict(zip(COLUMNS, out))
+
+
+def keys_of(buf, scanned: dict):
+    """key_hashes for fastscan columns: (record numbers, uint64 hashes)."""
+    return key_hashes(buf, scanned["props_pos"], scanned["props_len"], _NAMES[1])
+
+
+def hash_text(text: str) -> int:
+    """The hash key_hashes gives a key, for one text (tests and the per-record path)."""
+    data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    return int(_hash64(data, 0, len(data)))
+
+
+def warm_up() -> None:
+    """Load the kernels from the compile cache now, with the argument types of the real calls."""
+    from mqtool.native import fastscan
+
+    buf = np.frombuffer(bytes(64), dtype=np.uint8)
+    chunk = fastscan.scan(buf, 0, 64, 0, True, 1)
+    decode_columns(buf, 0, chunk.columns, True)
+    decode_columns(buf, 0, chunk.columns, False)
+    keys_of(buf, chunk.columns)
+
+
+@njit(cache=True, nogil=True)
+def aggregate(topic_hash, queue_id, size, store_ts, hour_ms):
+    """stats' sums of records grouped by (topic hash, queue id), in one pass: per group its key,
+    messages, bytes, first and last store time and a histogram of size exponents (64 slots;
+    2 ** k for the smallest k with 2 ** k >= size); per (group, hour) the messages; and each
+    record's group number."""
+    n = len(topic_hash)
+    zero = np.int64(0)
+    index = {(zero, zero): zero}     # typed by its first entry, then emptied
+    index.clear()
+    group = np.empty(n, np.int64)
+    keys_th = np.empty(n, np.int64)
+    keys_q = np.empty(n, np.int64)
+    g = 0
+    for i in range(n):
+        key = (np.int64(topic_hash[i]), np.int64(queue_id[i]))
+        k = index.get(key, np.int64(-1))
+        if k < 0:
+            k = g
+            index[key] = k
+            keys_th[g] = topic_hash[i]
+            keys_q[g] = queue_id[i]
+            g += 1
+        group[i] = k
+    messages = np.zeros(g, np.int64)
+    total = np.zeros(g, np.int64)
+    first = np.full(g, np.iinfo(np.int64).max, np.int64)
+    last = np.full(g, np.iinfo(np.int64).min, np.int64)
+    hist = np.zeros((g, 64), np.int64)
+    hours = {(zero, zero): zero}
+    hours.clear()
+    for i in range(n):
+        k = group[i]
+        messages[k] += 1
+        total[k] += size[i]
+        t = store_ts[i]
+        first[k] = min(first[k], t)
+        last[k] = max(last[k], t)
+        e = 0
+        while (np.int64(1) << e) < size[i]:
+            e += 1
+        hist[k, e] += 1
+        hk = (np.int64(k), np.int64(t // hour_ms))
+        hours[hk] = hours.get(hk, zero) + 1
+    hour_g = np.empty(len(hours), np.int64)
+    hour_h = np.empty(len(hours), np.int64)
+    hour_n = np.empty(len(hours), np.int64)
+    j = 0
+    for hk, count in hours.items():
+        hour_g[j], hour_h[j], hour_n[j] = hk[0], hk[1], count
+        j += 1
+    return keys_th[:g], keys_q[:g], group, messages, total, first, last, hist, hour_g, hour_h, hour_n
