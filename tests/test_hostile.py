@@ -45,7 +45,7 @@ def _one_line_error(result):
     assert "Traceback" not in result.err
 
 
-@pytest.mark.parametrize("seed", range(CASES or 40))
+@pytest.mark.parametrize("seed", range(CASES or 60))
 def test_recover_leaves_a_store_that_verifies_clean_or_names_what_is_left(seed, store_copy, run_cli):
     """Follow recover's advice, as an operator would, until the store verifies clean: each step
     recover names (rebuild-cq, salvage) mends what it says, and a few rounds always suffice."""
@@ -102,7 +102,7 @@ WRITERS = [("recover", "{store}"), ("rebuild-cq", "{store}"), ("clean", "--force
            ("append", "{store}", "--topic", "BasicTopic", "--body", "x")]
 
 
-@pytest.mark.parametrize("seed", range(CASES or 150))
+@pytest.mark.parametrize("seed", range(CASES or 250))
 def test_no_command_fails_inside_on_a_hostile_store(seed, store_copy, run_cli, tmp_path):
     rng = random.Random(10_000 + seed)
     store = store_copy(rng.choice(FIXTURE_NAMES))
