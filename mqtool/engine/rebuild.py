@@ -95,7 +95,8 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
                 index = IndexService(stage / "index", config.maxHashSlotNum, config.maxIndexNum,
                                      clock=clock or _Clock(), checkpoint=checkpoint)
             dispatcher = Dispatcher(stage / "consumequeue", config.consume_queue_file_size(), index_service=index,
-                                    checkpoint=checkpoint, message_index_enable=with_index)
+                                    checkpoint=checkpoint, message_index_enable=with_index,
+                                    multi_dispatch=census.multi_dispatch(layout))
             wanted = set(topics_wanted) if topics_wanted else None
             entries = None
             if engine is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import RefusedError
+from mqtool.formats import multidispatch
 from mqtool.storage import fsutil
 from mqtool.storage.layout import dledger_dirs
 
@@ -41,7 +42,10 @@ FEATURES = {f.name: f for f in (
     # the timer store: append, rebuild-cq and salvage do not touch what it points at; recover and
     # clean report the pending units they leave dangling and keep their records (quarantine, trash)
     Feature("timer", "timerWheelEnable", _ALL),
-    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset(), READ_ONLY),
+    # LMQ: verify-crc checks the %LMQ% units against their records' multi-dispatch properties;
+    # recover and rebuild-cq multi-dispatch as the broker does.  append does not assign LMQ queue
+    # offsets, clean and salvage do not handle LMQ queues: they refuse
+    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq"})),
     Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset(), READ_ONLY),
     Feature("batch-cq", "queue.type=BatchCQ", frozenset(), READ_ONLY),
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
@@ -85,7 +89,7 @@ CONFIG_JSON = ("topics.json", "consumerOffset.json", "delayOffset.json", "subscr
 _CONFIG_TIMER = ("timercheck", "timermetrics")
 _CONFIG_ROCKSDB_DIRS = ("consumerOffsets", "subscriptionGroups", "topics", "rdb")
 _ROCKSDB_MARKERS = ("CURRENT", "IDENTITY", "OPTIONS-", "MANIFEST-")
-LMQ_PREFIX = "%LMQ%"
+LMQ_PREFIX = multidispatch.LMQ_PREFIX
 
 
 @dataclass
@@ -217,6 +221,35 @@ def _settings_features(config) -> set:
     return on
 
 
+def multi_dispatch(layout):
+    """The broker's multi-dispatch settings (mqtool/formats/multidispatch.py), or None when it
+    does not multi-dispatch.  enableMultiDispatch and enableLmq as given (--config/--set); a
+    setting not given is taken as on when the store holds LMQ queues (a broker wrote them with
+    both on), else off (RocketMQ's default)."""
+    extra = {k.lower(): str(v).strip().lower() for k, v in (layout.config.extra or {}).items()}
+    has_lmq = None
+
+    def setting(name: str) -> bool:
+        nonlocal has_lmq
+        if name in extra:
+            return extra[name] == "true"
+        if has_lmq is None:
+            has_lmq = bool(_lmq_names(layout.consumequeue_dir))
+        return has_lmq
+
+    if not setting("enablemultidispatch"):
+        return None
+    return multidispatch.Settings(enable_lmq=setting("enablelmq"), is_5x=layout.config.is_5x)
+
+
+def _lmq_names(cq_dir: Path) -> list[str]:
+    try:
+        listing = fsutil.scandir(cq_dir)
+    except OSError:
+        return []
+    return [name for name, _, is_dir, _ in listing if is_dir and name.startswith(LMQ_PREFIX)]
+
+
 def take(layout) -> Census:
     """The census of the store `layout` describes (reads names and sizes only)."""
     root = layout.root
@@ -282,7 +315,7 @@ def _config_entries(config_dir: Path) -> list[Entry]:
 
 def _lmq_entries(cq_dir: Path) -> list[Entry]:
     """LMQ queues live among the consume queues, as %LMQ%<name>/0/ (MixAll.LMQ_PREFIX)."""
-    lmq = [name for name, _, is_dir, _ in fsutil.scandir(cq_dir) if is_dir and name.startswith(LMQ_PREFIX)]
+    lmq = _lmq_names(cq_dir)
     if not lmq:
         return []
     files = size = 0

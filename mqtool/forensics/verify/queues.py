@@ -18,7 +18,8 @@ from mqtool.forensics.verify.findings import (
     TaskResult,
     path_display,
 )
-from mqtool.formats.commitlog import RecordError, decode_entry
+from mqtool.formats import multidispatch
+from mqtool.formats.commitlog import Record, RecordError, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
@@ -98,10 +99,11 @@ def cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
 
 
 def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records, low: int, high: int, delays,
-                      delay_levels, result) -> int:
+                      delay_levels, result, multi=None) -> int:
     """The units of one consume queue file that point into [low, high) of commitlog file cl
     (buf), whose records there are `records` (kernels.scanned).  Returns how many of them
-    were checked by reading the commitlog."""
+    were checked by reading the commitlog.  multi: the broker's multi-dispatch settings; a unit
+    of another topic's record that names this queue at this offset is one it put there (LMQ)."""
     mf = MappedFile(pointer.path, file_size, strict=False)
     schedule = pointer.topic == SCHEDULE_TOPIC
     try:
@@ -129,7 +131,7 @@ def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records
             path = path_display(layout)(mf.path)
             for j, i in enumerate(rows.tolist()):
                 finding = _unit_finding(int(codes[j]), cl, path, i, pointer.logical0 + i, offsets[j], sizes[j],
-                                        tags[j], pointer.topic, pointer.queue_id, delays)
+                                        tags[j], pointer.topic, pointer.queue_id, delays, multi)
                 if finding is not None:
                     result.findings.append(finding)
         return read
@@ -137,8 +139,46 @@ def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records
         mf.close()
 
 
-def _unit_finding(code, cl, path, i, logical, offset, size, tags, topic, queue_id, delays) -> Finding | None:
+_ELSEWHERE = (kernels.UNIT_IRREGULAR, kernels.UNIT_WRONG_TOPIC, kernels.UNIT_WRONG_QUEUE,
+              kernels.UNIT_WRONG_QUEUE_OFFSET)
+
+
+def _multi_dispatched(cl, path, i, logical, offset, tags, topic, queue_id, delays, multi):
+    """A unit of a record of another topic or queue (the kernels say which): None when the
+    record's INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET put it here with its tags code, a
+    Finding when they name this queue at another offset or the tags code differs, False when
+    they do not name this queue."""
+    try:
+        record = decode_entry(cl.buf, offset - cl.file_from_offset, cl.file_size, cl.file_from_offset)
+    except RecordError:
+        return False
+    if not isinstance(record, Record):
+        return False
+    properties = record.properties
+    if multidispatch.INNER_MULTI_DISPATCH not in properties:
+        return False
+    named = [q for name, qid, q in multidispatch.targets(record.topic, record.queue_id, properties, multi)
+             if (name, qid) == (topic, queue_id)]
+    if not named:
+        return False
+    if logical not in named:
+        return Finding("cq", "unit-wrong-queue-offset", path, i * UNIT_SIZE, offset,
+                       f"unit {logical}: the record's {multidispatch.INNER_MULTI_QUEUE_OFFSET} for this queue is "
+                       "not the unit's", expected=logical, found=named[0])
+    expected = from_record(record, delays, properties).tags_code
+    if expected == tags:
+        return None
+    return Finding("cq", "unit-wrong-tags-code", path, i * UNIT_SIZE, offset,
+                   f"unit {logical}: the unit's tags code is not the record's", expected=expected, found=tags)
+
+
+def _unit_finding(code, cl, path, i, logical, offset, size, tags, topic, queue_id, delays,
+                  multi=None) -> Finding | None:
     offset, size, tags = int(offset), int(size), int(tags)
+    if multi is not None and code in _ELSEWHERE:
+        found = _multi_dispatched(cl, path, i, logical, offset, tags, topic, queue_id, delays, multi)
+        if found is not False:
+            return found
     if code == kernels.UNIT_IRREGULAR:   # decode in Python, as the broker's Java strings do
         try:
             record = decode_entry(cl.buf, offset - cl.file_from_offset, cl.file_size, cl.file_from_offset)
