@@ -147,3 +147,19 @@ def test_lmq_files_match_the_spec():
     assert [u[0] for u in view["%LMQ%beta"]] == list(range(10))
     first = files[f"consumequeue/%LMQ%beta/0/{0:020d}"]
     assert int.from_bytes(first[20:28], "big") == 3000       # message 3 is %LMQ%beta's second
+
+
+def test_multi_dispatch_rules_of_each_broker_generation():
+    """ConsumeQueue.multiDispatchLmqQueue (4.9.8, 5.3.3) and MultiDispatchUtils (5.3.3), by hand."""
+    from mqtool.formats.multidispatch import Settings, targets
+
+    props = {"INNER_MULTI_DISPATCH": "%LMQ%a,plain,%LMQ%b,", "INNER_MULTI_QUEUE_OFFSET": "4,7,9"}
+    v4, v5 = Settings(enable_lmq=True, is_5x=False), Settings(enable_lmq=True, is_5x=True)
+    assert targets("T", 3, props, v4) == [("%LMQ%a", 0, 4), ("plain", 3, 7), ("%LMQ%b", 0, 9)]   # split drops ""
+    assert targets("T", 3, props, Settings(enable_lmq=False, is_5x=False))[0] == ("%LMQ%a", 3, 4)
+    assert targets("%RETRY%g", 3, props, v5) == [] and len(targets("%RETRY%g", 3, props, v4)) == 3
+    slash = {"INNER_MULTI_DISPATCH": "%LMQ%a/x,%LMQ%b", "INNER_MULTI_QUEUE_OFFSET": "4,7"}
+    assert targets("T", 3, slash, v5) == [("%LMQ%b", 0, 7)] and len(targets("T", 3, slash, v4)) == 2
+    assert targets("T", 3, {**props, "INNER_MULTI_QUEUE_OFFSET": "4,7"}, v4) == []          # counts differ
+    assert targets("T", 3, {**props, "INNER_MULTI_QUEUE_OFFSET": "4,x,9"}, v4) == [("%LMQ%a", 0, 4)]
+    assert targets("T", 3, {"INNER_MULTI_DISPATCH": "%LMQ%a"}, v4) == []

@@ -16,6 +16,7 @@ from mqtool.engine.flush import RETRY_TIMES_OVER, ServiceThread
 from mqtool.formats import multidispatch
 from mqtool.storage import topics
 from mqtool.storage.consumequeue import ConsumeQueue
+from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.storage.dispatchrequest import DispatchRequest
 
 
@@ -26,7 +27,8 @@ class UnsafeTopic(Exception):
 class Dispatcher:
     def __init__(self, consumequeue_dir: Path, cq_file_size: int, *, index_service=None,
                  checkpoint=None, message_index_enable: bool = True, on_create=None, writable: bool = True,
-                 multi_dispatch: multidispatch.Settings | None = None):
+                 multi_dispatch: multidispatch.Settings | None = None, ext_dir: Path | None = None,
+                 ext_file_size: int = 0):
         self.consumequeue_dir = Path(consumequeue_dir)
         self.cq_file_size = cq_file_size
         self.index = index_service
@@ -37,6 +39,9 @@ class Dispatcher:
         self.multi_dispatch = multi_dispatch   # enableMultiDispatch on: LMQ units too (census.multi_dispatch)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.unsafe_names: dict[str, int] = {}   # multi-dispatch queue names that cannot be directories
+        self.ext_dir = Path(ext_dir) if ext_dir is not None else None   # enableConsumeQueueExt: ext units
+        self.ext_file_size = ext_file_size
+        self.ext_queues: dict[tuple[str, int], ExtQueue] = {}
 
     def queue(self, topic: str, queue_id: int, *, create: bool = True) -> ConsumeQueue | None:
         key = (topic, queue_id)
@@ -56,13 +61,27 @@ class Dispatcher:
         if req.goes_to_consume_queue:
             cq = self.queue(req.topic, req.queue_id)
             units = 1
-            if cq.put(req.commitlog_offset, req.size, req.tags_code, req.queue_offset):
+            if cq.put(req.commitlog_offset, req.size, self.own_tags(req), req.queue_offset):
                 if self.checkpoint is not None:
                     self.checkpoint.logics_msg_timestamp = req.store_timestamp
                 units += self.dispatch_multi(req)
         if self.message_index_enable and self.index is not None:
             self.index.build_index(req)
         return units
+
+    def own_tags(self, req: DispatchRequest) -> int:
+        """What the record's own unit holds as its tags code: with enableConsumeQueueExt the address
+        of an ext unit (tags code, store time) appended first, as putMessagePositionInfoWrapper
+        does (also for a record whose unit turns out to be there already)."""
+        if self.ext_dir is None:
+            return req.tags_code
+        key = (req.topic, req.queue_id)
+        queue = self.ext_queues.get(key)
+        if queue is None:
+            queue = ExtQueue(self.ext_dir / req.topic / str(req.queue_id), self.ext_file_size, writable=True,
+                             on_create=self.on_create)
+            self.ext_queues[key] = queue
+        return queue.put(req.tags_code, req.store_timestamp)
 
     def dispatch_multi(self, req: DispatchRequest) -> int:
         """The units a broker with enableMultiDispatch adds after the record's own one (its tags
@@ -89,7 +108,8 @@ class Dispatcher:
             return
         per_queue: dict[tuple[str, int], list] = {}
         last_ts = 0
-        if self.multi_dispatch is not None and any(req.multi is not None for req in requests):
+        if self.ext_dir is not None or self.multi_dispatch is not None and any(req.multi is not None
+                                                                                for req in requests):
             for req in requests:        # one by one: the further queues' units in commitlog order
                 self.dispatch(req)
             return
@@ -108,6 +128,8 @@ class Dispatcher:
     def flush(self, least_pages: int) -> None:
         for cq in list(self.queues.values()):
             cq.flush(least_pages)
+        for queue in list(self.ext_queues.values()):
+            queue.flush(least_pages)
 
     def max_physic_offset(self) -> int:
         return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
@@ -115,7 +137,9 @@ class Dispatcher:
     def close(self) -> None:
         for cq in self.queues.values():
             cq.close()
-        self.queues = {}
+        for queue in self.ext_queues.values():
+            queue.close()
+        self.queues, self.ext_queues = {}, {}
 
 
 class FlushConsumeQueueService(ServiceThread):

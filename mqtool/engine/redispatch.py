@@ -191,7 +191,7 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
     for i in np.flatnonzero(good & ~safe).tolist():
         name = names[which[i]]
         done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + 1
-    if queues and dispatcher.multi_dispatch is not None and _has_multi(queue, c):
+    if queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None and _has_multi(queue, c)):
         _dispatch_in_order(np.flatnonzero(good & safe), chunk, queue, dispatcher, delay_levels, done, index,
                            topic_filter)
         done.records += int(wanted.sum())
@@ -242,8 +242,9 @@ def _has_multi(queue, c) -> bool:
 
 
 def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index, topic_filter) -> None:
-    """A chunk with multi-dispatched records, record by record: every queue's units in commitlog
-    order, as a broker's reput puts them (topic_filter: only queues of the topics asked for)."""
+    """A chunk with multi-dispatched records (or any chunk, with consume queue extensions), record by
+    record: every queue's units in commitlog order, as a broker's reput puts them (topic_filter:
+    only queues of the topics asked for)."""
     c = chunk.columns
     use_index = index and dispatcher.message_index_enable and dispatcher.index is not None
     for i in rows.tolist():
@@ -261,7 +262,7 @@ def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index
             put = True
             if own:
                 put = dispatcher.queue(request.topic, request.queue_id).put(
-                    request.commitlog_offset, request.size, request.tags_code, request.queue_offset)
+                    request.commitlog_offset, request.size, dispatcher.own_tags(request), request.queue_offset)
                 done.units += 1
             if put and request.multi is not None:
                 if topic_filter is not None:

@@ -46,7 +46,9 @@ FEATURES = {f.name: f for f in (
     # recover and rebuild-cq multi-dispatch as the broker does.  append does not assign LMQ queue
     # offsets, clean and salvage do not handle LMQ queues: they refuse
     Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq"})),
-    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset(), READ_ONLY),
+    # consume queue extensions: verify-crc follows the addresses and checks the ext units;
+    # rebuild-cq writes ext units and addresses as the broker does (no filter bitmaps)
+    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"rebuild-cq"})),
     Feature("batch-cq", "queue.type=BatchCQ", frozenset(), READ_ONLY),
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
     Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),

@@ -18,11 +18,12 @@ from mqtool.forensics.verify.findings import (
     TaskResult,
     path_display,
 )
-from mqtool.formats import multidispatch
+from mqtool.formats import consumequeueext, multidispatch
 from mqtool.formats.commitlog import Record, RecordError, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
+from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, from_record
 from mqtool.storage.mappedfile import MappedFile
 
@@ -129,14 +130,45 @@ def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records
         rows, offsets, sizes, tags, codes = rows[bad], offsets[bad], sizes[bad], tags[bad], found[bad]
         if len(rows):
             path = path_display(layout)(mf.path)
+            ext_queue = None
             for j, i in enumerate(rows.tolist()):
+                if codes[j] == kernels.UNIT_WRONG_TAGS_CODE and consumequeueext.is_ext_addr(int(tags[j])):
+                    if ext_queue is None:
+                        ext_queue = ExtQueue(layout.consume_queue_ext_dir(pointer.topic, pointer.queue_id),
+                                             layout.consume_queue_ext_file_size())
+                    finding = _ext_finding(ext_queue, cl, path, i, pointer.logical0 + i, offsets[j], int(tags[j]),
+                                           delays)
+                    if finding is not None:
+                        result.findings.append(finding)
+                    continue
                 finding = _unit_finding(int(codes[j]), cl, path, i, pointer.logical0 + i, offsets[j], sizes[j],
                                         tags[j], pointer.topic, pointer.queue_id, delays, multi)
                 if finding is not None:
                     result.findings.append(finding)
+            if ext_queue is not None:
+                ext_queue.close()
         return read
     finally:
         mf.close()
+
+
+def _ext_finding(ext_queue, cl, path, i, logical, offset, address, delays) -> Finding | None:
+    """A unit whose tags field is an ext address (enableConsumeQueueExt): the ext unit there must
+    hold the record's tags code and store time."""
+    unit = ext_queue.get(address)
+    where = f"{ext_queue.directory.parent.parent.name}/{ext_queue.directory.parent.name}/{ext_queue.directory.name}"
+    if unit is None:
+        return Finding("cq", "ext-unit-missing", path, i * UNIT_SIZE, int(offset),
+                       f"unit {logical}: no consume queue extension unit at address {address} "
+                       f"(offset {consumequeueext.undecorate(address)} of {where})", found=address)
+    record = decode_entry(cl.buf, int(offset) - cl.file_from_offset, cl.file_size, cl.file_from_offset)
+    expected = (from_record(record, delays).tags_code, record.store_timestamp)
+    if (unit.tags_code, unit.store_time) != expected or unit.size != consumequeueext.MIN_UNIT_SIZE + len(unit.bitmap):
+        return Finding("cq", "ext-unit-wrong", path, i * UNIT_SIZE, int(offset),
+                       f"unit {logical}: the extension unit at offset {consumequeueext.undecorate(address)} of "
+                       f"{where} does not hold the record's tags code and store time",
+                       expected=list(expected), found=[unit.tags_code, unit.store_time])
+    return None
 
 
 _ELSEWHERE = (kernels.UNIT_IRREGULAR, kernels.UNIT_WRONG_TOPIC, kernels.UNIT_WRONG_QUEUE,
