@@ -235,3 +235,24 @@ def test_readers_of_consume_queues_say_rocksdb_is_not_read(store_copy, run_cli):
     summary = verify.json_lines()[-1]
     assert summary["scopes"] == ["commitlog", "index"]
     assert any("the cq scope was not checked" in line for line in summary["unchecked"])
+
+
+def test_a_batchcq_topic_declared_in_topics_json_stops_writers(store_copy, run_cli):
+    """A broker dispatches a topic with queue.type=BatchCQ into batchconsumequeue/ (46-byte units)
+    even before that folder exists; a writer that would put it into consumequeue/ must refuse."""
+    import json
+
+    store = store_copy("basic5")
+    topics = {"topicConfigTable": {"BasicTopic": {"topicName": "BasicTopic", "readQueueNums": 4,
+                                                  "writeQueueNums": 4, "attributes": {"queue.type": "BatchCQ"}},
+                                   "Other": {"topicName": "Other", "attributes": {}}}}
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "topics.json").write_text(json.dumps(topics))
+    (store / "abort").write_bytes(b"")
+    before = tree(store)
+    for writer in ("recover", "rebuild-cq", "append"):
+        result = run_cli(*WRITE[writer][:1], store, *WRITE[writer][1:])
+        assert result.code == 3, (writer, result.err)
+        assert "batch-cq (queue.type=BatchCQ: config/topics.json: BasicTopic)" in result.err
+    assert tree(store) == before
+    assert not (store / "consumequeue" / "BasicTopic" / "9").exists()

@@ -132,10 +132,11 @@ class Census:
     entries: list[Entry] = field(default_factory=list)
     configured: set = field(default_factory=set)   # features the broker's settings turn on
     links: list[Link] = field(default_factory=list)
+    declared: dict = field(default_factory=dict)    # feature -> where the broker's metadata declares it
 
     @property
     def features(self) -> set:
-        return {e.feature for e in self.entries} | self.configured
+        return {e.feature for e in self.entries} | self.configured | set(self.declared)
 
     def unknown(self) -> list[Entry]:
         return [e for e in self.entries if e.status == UNKNOWN]
@@ -154,7 +155,8 @@ class Census:
         for name in sorted(self.features):
             feature = FEATURES[name]
             if writer not in feature.kept_by:
-                where = ", ".join(e.path for e in self.entries if e.feature == name) or "the broker's settings"
+                where = (", ".join(e.path for e in self.entries if e.feature == name) or self.declared.get(name)
+                         or "the broker's settings")
                 return (f"the store uses {name} ({feature.setting}: {where}), which {writer} cannot keep "
                         "consistent")
         return None
@@ -289,12 +291,34 @@ def take(layout) -> Census:
         if name == "consumequeue" and feature == "store":
             census.entries.extend(_lmq_entries(path))
     census.links = links(layout)
+    batch = batch_topics(layout)
+    if batch:
+        census.declared["batch-cq"] = "config/topics.json: " + ", ".join(batch[:5]) + (" ..." if len(batch) > 5 else "")
     for extra_dir in commitlog_dirs:
         if extra_dir.parent != root and extra_dir.is_dir():
             files, size = _tree_size(extra_dir)
             census.entries.append(Entry(str(extra_dir) + "/", "store", "commitlog files (storePathCommitLog)",
                                         UNDERSTOOD, files, size))
     return census
+
+
+def batch_topics(layout) -> list[str]:
+    """Topics config/topics.json (or its .bak) declares BatchCQ (attributes queue.type=BatchCQ): a
+    broker dispatches them into batchconsumequeue/, never consumequeue/, even before the folder
+    exists (QueueTypeUtils.getCQType).  An unreadable topics.json declares nothing here."""
+    from mqtool.errors import MqError
+    from mqtool.storage.metafiles import load_config_json
+
+    try:
+        doc, _, _ = load_config_json(layout.config_dir / "topics.json")
+    except (MqError, OSError):
+        return []
+    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        return []
+    return sorted(str(name) for name, config in table.items() if isinstance(config, dict)
+                  and isinstance(config.get("attributes"), dict)
+                  and config["attributes"].get("queue.type") == "BatchCQ")
 
 
 def _config_entries(config_dir: Path) -> list[Entry]:
