@@ -212,22 +212,26 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
         if len(rec):
             dispatcher.index.insert_arrays(parsed["key_hash"][keys], c["offset"][rec], c["store_ts"][rec])
             done.keys += len(rec)
-    for i in np.flatnonzero(slow).tolist():
-        mf = queue.find_by_offset(int(c["offset"][i]))
-        try:
-            record = decode_entry(mf.buf, int(c["offset"][i]) - mf.file_from_offset, mf.file_size,
-                                  mf.file_from_offset)
-        except RecordError:
-            continue
-        if not isinstance(record, Record):
-            continue
-        request = from_record(record, delay_levels)
+    for request in _requests(queue, c, np.flatnonzero(slow), delay_levels):
         if queues and request.goes_to_consume_queue:
             dispatcher.queue(request.topic, request.queue_id).put(
                 request.commitlog_offset, request.size, request.tags_code, request.queue_offset)
             done.units += 1
         if index and dispatcher.message_index_enable and dispatcher.index is not None:
             dispatcher.index.build_index(request)
+
+
+def _requests(queue, c, rows, delay_levels):
+    """The DispatchRequests of the chunk's records at rows, decoded one by one from the commitlog."""
+    for i in rows.tolist():
+        mf = queue.find_by_offset(int(c["offset"][i]))
+        try:
+            record = decode_entry(mf.buf, int(c["offset"][i]) - mf.file_from_offset, mf.file_size,
+                                  mf.file_from_offset)
+        except RecordError:
+            continue
+        if isinstance(record, Record):
+            yield from_record(record, delay_levels)
 
 
 def _has_multi(queue, c) -> bool:
@@ -247,16 +251,7 @@ def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index
     only queues of the topics asked for)."""
     c = chunk.columns
     use_index = index and dispatcher.message_index_enable and dispatcher.index is not None
-    for i in rows.tolist():
-        mf = queue.find_by_offset(int(c["offset"][i]))
-        try:
-            record = decode_entry(mf.buf, int(c["offset"][i]) - mf.file_from_offset, mf.file_size,
-                                  mf.file_from_offset)
-        except RecordError:
-            continue
-        if not isinstance(record, Record):
-            continue
-        request = from_record(record, delay_levels)
+    for request in _requests(queue, c, rows, delay_levels):
         own = topic_filter is None or topic_filter(request.topic)
         if request.goes_to_consume_queue:
             put = True
