@@ -59,14 +59,18 @@ def _transaction(store):
 
 
 FEATURES = [  # (name, how to lay it out, the setting the refusal names, writers that refuse)
-    # (the timer store is understood and kept by every writer: tests/test_timer.py)
-    ("lmq", _lmq, "enableLmq / enableMultiDispatch", ["append", "recover", "rebuild-cq", "clean"]),
-    ("consumequeue-ext", _ext, "enableConsumeQueueExt", ["append", "recover", "rebuild-cq", "clean"]),
+    # (the timer store is understood and kept by every writer: tests/test_timer.py; LMQ is checked
+    # by verify-crc and kept by recover and rebuild-cq: tests/test_lmq.py; consume queue extensions
+    # by verify-crc and rebuild-cq: tests/test_cq_ext.py)
+    ("lmq", _lmq, "enableLmq / enableMultiDispatch", ["append", "clean"]),
+    ("consumequeue-ext", _ext, "enableConsumeQueueExt", ["append", "recover", "clean"]),
     ("batch-cq", _batch, "queue.type=BatchCQ", ["append", "recover", "rebuild-cq", "clean"]),
     ("rocksdb-consumequeue", _rocksdb, "storeType=defaultRocksDB", ["append", "recover", "rebuild-cq", "clean"]),
     ("compaction", _compaction, "cleanup.policy=COMPACTION", ["append", "recover", "rebuild-cq", "clean"]),
     ("transaction-table", _transaction, "transaction/", ["recover"]),
 ]
+
+UNDERSTOOD = {"lmq": "understood", "consumequeue-ext": "understood"}   # checked by verify-crc; the others are only shown
 
 WRITE = {  # a writer's command line (the append reads one message from stdin)
     "append": ["append", "--topic", "BasicTopic", "--body", "x"],
@@ -95,8 +99,9 @@ def test_each_feature_is_named_and_writers_that_cannot_keep_it_refuse(name, make
     line = info.json_lines()[0]
     assert name in line["features"]
     mine = [e for e in line["census"] if e["feature"] == name]
-    assert mine and all(e["status"] == "read-only" for e in mine)
-    assert any(line_.startswith(f"{name} ({setting}") for line_ in line["unchecked"])
+    status = UNDERSTOOD.get(name, "read-only")
+    assert mine and all(e["status"] == status for e in mine)
+    assert any(line_.startswith(f"{name} ({setting}") for line_ in line["unchecked"]) == (status == "read-only")
     before = tree(store)
     for writer in refusing:
         result = run_cli(*WRITE[writer][:1], store, *WRITE[writer][1:])
@@ -230,3 +235,24 @@ def test_readers_of_consume_queues_say_rocksdb_is_not_read(store_copy, run_cli):
     summary = verify.json_lines()[-1]
     assert summary["scopes"] == ["commitlog", "index"]
     assert any("the cq scope was not checked" in line for line in summary["unchecked"])
+
+
+def test_a_batchcq_topic_declared_in_topics_json_stops_writers(store_copy, run_cli):
+    """A broker dispatches a topic with queue.type=BatchCQ into batchconsumequeue/ (46-byte units)
+    even before that folder exists; a writer that would put it into consumequeue/ must refuse."""
+    import json
+
+    store = store_copy("basic5")
+    topics = {"topicConfigTable": {"BasicTopic": {"topicName": "BasicTopic", "readQueueNums": 4,
+                                                  "writeQueueNums": 4, "attributes": {"queue.type": "BatchCQ"}},
+                                   "Other": {"topicName": "Other", "attributes": {}}}}
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "topics.json").write_text(json.dumps(topics))
+    (store / "abort").write_bytes(b"")
+    before = tree(store)
+    for writer in ("recover", "rebuild-cq", "append"):
+        result = run_cli(*WRITE[writer][:1], store, *WRITE[writer][1:])
+        assert result.code == 3, (writer, result.err)
+        assert "batch-cq (queue.type=BatchCQ: config/topics.json: BasicTopic)" in result.err
+    assert tree(store) == before
+    assert not (store / "consumequeue" / "BasicTopic" / "9").exists()

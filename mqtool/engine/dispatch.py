@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 from mqtool.engine.flush import RETRY_TIMES_OVER, ServiceThread
+from mqtool.formats import multidispatch
 from mqtool.storage import topics
 from mqtool.storage.consumequeue import ConsumeQueue
+from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.storage.dispatchrequest import DispatchRequest
 
 
@@ -24,7 +26,9 @@ class UnsafeTopic(Exception):
 
 class Dispatcher:
     def __init__(self, consumequeue_dir: Path, cq_file_size: int, *, index_service=None,
-                 checkpoint=None, message_index_enable: bool = True, on_create=None, writable: bool = True):
+                 checkpoint=None, message_index_enable: bool = True, on_create=None, writable: bool = True,
+                 multi_dispatch: multidispatch.Settings | None = None, ext_dir: Path | None = None,
+                 ext_file_size: int = 0):
         self.consumequeue_dir = Path(consumequeue_dir)
         self.cq_file_size = cq_file_size
         self.index = index_service
@@ -32,7 +36,12 @@ class Dispatcher:
         self.message_index_enable = message_index_enable
         self.on_create = on_create
         self.writable = writable     # False: queues are mapped read-only (a recovery's dry run)
+        self.multi_dispatch = multi_dispatch   # enableMultiDispatch on: LMQ units too (census.multi_dispatch)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.unsafe_names: dict[str, int] = {}   # multi-dispatch queue names that cannot be directories
+        self.ext_dir = Path(ext_dir) if ext_dir is not None else None   # enableConsumeQueueExt: ext units
+        self.ext_file_size = ext_file_size
+        self.ext_queues: dict[tuple[str, int], ExtQueue] = {}
 
     def queue(self, topic: str, queue_id: int, *, create: bool = True) -> ConsumeQueue | None:
         key = (topic, queue_id)
@@ -46,14 +55,49 @@ class Dispatcher:
             self.queues[key] = cq
         return cq
 
-    def dispatch(self, req: DispatchRequest) -> None:
+    def dispatch(self, req: DispatchRequest) -> int:
+        """The record's unit, its multi-dispatched units and its keys; returns the units put."""
+        units = 0
         if req.goes_to_consume_queue:
             cq = self.queue(req.topic, req.queue_id)
-            if cq.put(req.commitlog_offset, req.size, req.tags_code, req.queue_offset) \
-                    and self.checkpoint is not None:
-                self.checkpoint.logics_msg_timestamp = req.store_timestamp
+            units = 1
+            if cq.put(req.commitlog_offset, req.size, self.own_tags(req), req.queue_offset):
+                if self.checkpoint is not None:
+                    self.checkpoint.logics_msg_timestamp = req.store_timestamp
+                units += self.dispatch_multi(req)
         if self.message_index_enable and self.index is not None:
             self.index.build_index(req)
+        return units
+
+    def own_tags(self, req: DispatchRequest) -> int:
+        """What the record's own unit holds as its tags code: with enableConsumeQueueExt the address
+        of an ext unit (tags code, store time) appended first, as putMessagePositionInfoWrapper
+        does (also for a record whose unit turns out to be there already)."""
+        if self.ext_dir is None:
+            return req.tags_code
+        key = (req.topic, req.queue_id)
+        queue = self.ext_queues.get(key)
+        if queue is None:
+            queue = ExtQueue(self.ext_dir / req.topic / str(req.queue_id), self.ext_file_size, writable=True,
+                             on_create=self.on_create)
+            self.ext_queues[key] = queue
+        return queue.put(req.tags_code, req.store_timestamp)
+
+    def dispatch_multi(self, req: DispatchRequest) -> int:
+        """The units a broker with enableMultiDispatch adds after the record's own one (its tags
+        code, not an ext address); a name that cannot be a directory is counted in unsafe_names,
+        never made a path."""
+        if self.multi_dispatch is None or req.multi is None:
+            return 0
+        put = 0
+        for name, queue_id, queue_offset in multidispatch.targets(req.topic, req.queue_id, req.multi,
+                                                                  self.multi_dispatch):
+            if not topics.is_safe_directory_name(name):
+                self.unsafe_names[name] = self.unsafe_names.get(name, 0) + 1
+                continue
+            self.queue(name, queue_id).put(req.commitlog_offset, req.size, req.tags_code, queue_offset)
+            put += 1
+        return put
 
     def dispatch_many(self, requests: list[DispatchRequest]) -> None:
         """dispatch() for a batch: units grouped per queue, keys hashed together."""
@@ -64,6 +108,11 @@ class Dispatcher:
             return
         per_queue: dict[tuple[str, int], list] = {}
         last_ts = 0
+        if self.ext_dir is not None or self.multi_dispatch is not None and any(req.multi is not None
+                                                                                for req in requests):
+            for req in requests:        # one by one: the further queues' units in commitlog order
+                self.dispatch(req)
+            return
         for req in requests:
             if req.goes_to_consume_queue:
                 per_queue.setdefault((req.topic, req.queue_id), []).append(
@@ -79,6 +128,8 @@ class Dispatcher:
     def flush(self, least_pages: int) -> None:
         for cq in list(self.queues.values()):
             cq.flush(least_pages)
+        for queue in list(self.ext_queues.values()):
+            queue.flush(least_pages)
 
     def max_physic_offset(self) -> int:
         return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
@@ -86,7 +137,9 @@ class Dispatcher:
     def close(self) -> None:
         for cq in self.queues.values():
             cq.close()
-        self.queues = {}
+        for queue in self.ext_queues.values():
+            queue.close()
+        self.queues, self.ext_queues = {}, {}
 
 
 class FlushConsumeQueueService(ServiceThread):

@@ -65,6 +65,7 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
     The caller holds the store's lock.  engine (a SparkEngine): the commitlog's parts are
     walked, checked and parsed as its tasks; the files are written here, in commitlog order."""
     census.take(layout).refuse_unsafe("rebuild-cq")
+    with_ext = ext_in_use(layout)
     from mqtool.native import appendkernels, fastscan
 
     config = layout.config
@@ -95,7 +96,10 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
                 index = IndexService(stage / "index", config.maxHashSlotNum, config.maxIndexNum,
                                      clock=clock or _Clock(), checkpoint=checkpoint)
             dispatcher = Dispatcher(stage / "consumequeue", config.consume_queue_file_size(), index_service=index,
-                                    checkpoint=checkpoint, message_index_enable=with_index)
+                                    checkpoint=checkpoint, message_index_enable=with_index,
+                                    multi_dispatch=census.multi_dispatch(layout),
+                                    ext_dir=stage / "consumequeue_ext" if with_ext else None,
+                                    ext_file_size=layout.consume_queue_ext_file_size())
             wanted = set(topics_wanted) if topics_wanted else None
             entries = None
             if engine is not None:
@@ -120,6 +124,8 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
                 index.close()
             quarantine = Quarantine(layout.root, base_dir=quarantine_dir, enabled=keep_old, clock=clock)
             report.removed_queues = _swap_in(layout, stage, built, wanted, with_index, quarantine)
+            if with_ext:
+                _swap_in_ext(layout, stage, wanted, quarantine)
             report.quarantine = str(quarantine.dir) if quarantine.dir else None
             checkpoint.flush()
             checkpoint.close()
@@ -159,6 +165,54 @@ def _swap_in(layout, stage: Path, built: set, wanted, with_index: bool, quaranti
                 os.replace(path, layout.index_dir / path.name)
         fsutil.fsync_dir(layout.index_dir)
     return removed
+
+
+def ext_in_use(layout) -> bool:
+    """enableConsumeQueueExt: given, or the store has consumequeue_ext/ (a broker with it on wrote
+    it).  Refused (exit 3) when units carry filter bitmaps (enableCalcFilterBitMap): they come from
+    the consumers' SQL92 filters, which mqtool does not evaluate."""
+    from mqtool.storage.consumequeueext import ExtQueue
+
+    root = layout.consumequeue_ext_dir
+    on = layout.config.enableConsumeQueueExt or root.is_dir()
+    if not on:
+        return False
+    if str(layout.config.extra.get("enableCalcFilterBitMap", "")).strip().lower() == "true":
+        raise RefusedError("enableCalcFilterBitMap: the consume queue extension units carry filter bitmaps "
+                           "computed from the consumers' SQL92 filters, which rebuild-cq cannot compute",
+                           path=root)
+    size = layout.consume_queue_ext_file_size()
+    for topic in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        for directory in sorted(p for p in topic.iterdir() if p.is_dir()):
+            queue = ExtQueue(directory, size)
+            try:
+                if queue.has_bitmaps():
+                    raise RefusedError("consume queue extension units carry filter bitmaps "
+                                       "(enableCalcFilterBitMap), computed from the consumers' SQL92 filters, "
+                                       "which rebuild-cq cannot compute", path=directory)
+            finally:
+                queue.close()
+    return True
+
+
+def _swap_in_ext(layout, stage: Path, wanted, quarantine) -> None:
+    """The old extension files of the rebuilt topics to the quarantine, the rebuilt ones in."""
+    root = layout.consumequeue_ext_dir
+    for topic in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        if wanted is not None and topic.name not in wanted:
+            continue
+        for directory in sorted(p for p in topic.iterdir() if p.is_dir()):
+            for info in layout.consume_queue_files(directory):
+                quarantine.move_file(info.path, "consume queue extension file replaced by rebuild-cq")
+            _remove_empty(directory)
+    staged = stage / "consumequeue_ext"
+    for topic in sorted(staged.iterdir()) if staged.is_dir() else []:
+        for source in sorted(topic.iterdir()):
+            target = root / topic.name / source.name
+            target.mkdir(parents=True, exist_ok=True)
+            for path in sorted(source.iterdir()):
+                os.replace(path, target / path.name)
+            fsutil.fsync_dir(target)
 
 
 def _remove_empty(directory: Path) -> None:

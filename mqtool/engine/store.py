@@ -148,7 +148,8 @@ class MessageStore:
         self.dispatcher = Dispatcher(layout.consumequeue_dir, config.consume_queue_file_size(),
                                      index_service=self.index, checkpoint=self.checkpoint,
                                      message_index_enable=config.messageIndexEnable,
-                                     on_create=self._adopt_tree, writable=not dry_run)
+                                     on_create=self._adopt_tree, writable=not dry_run,
+                                     multi_dispatch=census.multi_dispatch(layout))
         for topic, queue_id, _ in layout.consume_queues():
             self.dispatcher.queue(topic, queue_id)
         self.dropped_index_files = self.index.load(not abnormal, self.checkpoint.index_msg_timestamp,

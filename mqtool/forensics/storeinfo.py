@@ -188,7 +188,8 @@ def unchecked(found) -> list[str]:
         feature = census.FEATURES[name]
         if feature.status != census.READ_ONLY or name == "config":
             continue
-        where = ", ".join(e.path for e in found.entries if e.feature == name) or "the broker's settings"
+        where = (", ".join(e.path for e in found.entries if e.feature == name) or found.declared.get(name)
+                 or "the broker's settings")
         refused = [w for w in census.WRITERS if w not in feature.kept_by]
         out.append(f"{name} ({feature.setting}: {where}): shown, not checked"
                    + (f"; refused by {', '.join(refused)}" if refused else ""))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import RefusedError
+from mqtool.formats import multidispatch
 from mqtool.storage import fsutil
 from mqtool.storage.layout import dledger_dirs
 
@@ -41,8 +42,13 @@ FEATURES = {f.name: f for f in (
     # the timer store: append, rebuild-cq and salvage do not touch what it points at; recover and
     # clean report the pending units they leave dangling and keep their records (quarantine, trash)
     Feature("timer", "timerWheelEnable", _ALL),
-    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset(), READ_ONLY),
-    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset(), READ_ONLY),
+    # LMQ: verify-crc checks the %LMQ% units against their records' multi-dispatch properties;
+    # recover and rebuild-cq multi-dispatch as the broker does.  append does not assign LMQ queue
+    # offsets, clean and salvage do not handle LMQ queues: they refuse
+    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq"})),
+    # consume queue extensions: verify-crc follows the addresses and checks the ext units;
+    # rebuild-cq writes ext units and addresses as the broker does (no filter bitmaps)
+    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"rebuild-cq"})),
     Feature("batch-cq", "queue.type=BatchCQ", frozenset(), READ_ONLY),
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
     Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),
@@ -85,7 +91,7 @@ CONFIG_JSON = ("topics.json", "consumerOffset.json", "delayOffset.json", "subscr
 _CONFIG_TIMER = ("timercheck", "timermetrics")
 _CONFIG_ROCKSDB_DIRS = ("consumerOffsets", "subscriptionGroups", "topics", "rdb")
 _ROCKSDB_MARKERS = ("CURRENT", "IDENTITY", "OPTIONS-", "MANIFEST-")
-LMQ_PREFIX = "%LMQ%"
+LMQ_PREFIX = multidispatch.LMQ_PREFIX
 
 
 @dataclass
@@ -126,10 +132,11 @@ class Census:
     entries: list[Entry] = field(default_factory=list)
     configured: set = field(default_factory=set)   # features the broker's settings turn on
     links: list[Link] = field(default_factory=list)
+    declared: dict = field(default_factory=dict)    # feature -> where the broker's metadata declares it
 
     @property
     def features(self) -> set:
-        return {e.feature for e in self.entries} | self.configured
+        return {e.feature for e in self.entries} | self.configured | set(self.declared)
 
     def unknown(self) -> list[Entry]:
         return [e for e in self.entries if e.status == UNKNOWN]
@@ -148,7 +155,8 @@ class Census:
         for name in sorted(self.features):
             feature = FEATURES[name]
             if writer not in feature.kept_by:
-                where = ", ".join(e.path for e in self.entries if e.feature == name) or "the broker's settings"
+                where = (", ".join(e.path for e in self.entries if e.feature == name) or self.declared.get(name)
+                         or "the broker's settings")
                 return (f"the store uses {name} ({feature.setting}: {where}), which {writer} cannot keep "
                         "consistent")
         return None
@@ -217,6 +225,35 @@ def _settings_features(config) -> set:
     return on
 
 
+def multi_dispatch(layout):
+    """The broker's multi-dispatch settings (mqtool/formats/multidispatch.py), or None when it
+    does not multi-dispatch.  enableMultiDispatch and enableLmq as given (--config/--set); a
+    setting not given is taken as on when the store holds LMQ queues (a broker wrote them with
+    both on), else off (RocketMQ's default)."""
+    extra = {k.lower(): str(v).strip().lower() for k, v in (layout.config.extra or {}).items()}
+    has_lmq = None
+
+    def setting(name: str) -> bool:
+        nonlocal has_lmq
+        if name in extra:
+            return extra[name] == "true"
+        if has_lmq is None:
+            has_lmq = bool(_lmq_names(layout.consumequeue_dir))
+        return has_lmq
+
+    if not setting("enablemultidispatch"):
+        return None
+    return multidispatch.Settings(enable_lmq=setting("enablelmq"), is_5x=layout.config.is_5x)
+
+
+def _lmq_names(cq_dir: Path) -> list[str]:
+    try:
+        listing = fsutil.scandir(cq_dir)
+    except OSError:
+        return []
+    return [name for name, _, is_dir, _ in listing if is_dir and name.startswith(LMQ_PREFIX)]
+
+
 def take(layout) -> Census:
     """The census of the store `layout` describes (reads names and sizes only)."""
     root = layout.root
@@ -254,12 +291,34 @@ def take(layout) -> Census:
         if name == "consumequeue" and feature == "store":
             census.entries.extend(_lmq_entries(path))
     census.links = links(layout)
+    batch = batch_topics(layout)
+    if batch:
+        census.declared["batch-cq"] = "config/topics.json: " + ", ".join(batch[:5]) + (" ..." if len(batch) > 5 else "")
     for extra_dir in commitlog_dirs:
         if extra_dir.parent != root and extra_dir.is_dir():
             files, size = _tree_size(extra_dir)
             census.entries.append(Entry(str(extra_dir) + "/", "store", "commitlog files (storePathCommitLog)",
                                         UNDERSTOOD, files, size))
     return census
+
+
+def batch_topics(layout) -> list[str]:
+    """Topics config/topics.json (or its .bak) declares BatchCQ (attributes queue.type=BatchCQ): a
+    broker dispatches them into batchconsumequeue/, never consumequeue/, even before the folder
+    exists (QueueTypeUtils.getCQType).  An unreadable topics.json declares nothing here."""
+    from mqtool.errors import MqError
+    from mqtool.storage.metafiles import load_config_json
+
+    try:
+        doc, _, _ = load_config_json(layout.config_dir / "topics.json")
+    except (MqError, OSError):
+        return []
+    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        return []
+    return sorted(str(name) for name, config in table.items() if isinstance(config, dict)
+                  and isinstance(config.get("attributes"), dict)
+                  and config["attributes"].get("queue.type") == "BatchCQ")
 
 
 def _config_entries(config_dir: Path) -> list[Entry]:
@@ -282,7 +341,7 @@ def _config_entries(config_dir: Path) -> list[Entry]:
 
 def _lmq_entries(cq_dir: Path) -> list[Entry]:
     """LMQ queues live among the consume queues, as %LMQ%<name>/0/ (MixAll.LMQ_PREFIX)."""
-    lmq = [name for name, _, is_dir, _ in fsutil.scandir(cq_dir) if is_dir and name.startswith(LMQ_PREFIX)]
+    lmq = _lmq_names(cq_dir)
     if not lmq:
         return []
     files = size = 0

@@ -34,6 +34,7 @@ class StoreConfig:
     mappedFileSizeCommitLog: int = GIB
     mappedFileSizeConsumeQueue: int = 300000 * CQ_UNIT_SIZE
     enableConsumeQueueExt: bool = False
+    mappedFileSizeConsumeQueueExt: int = 48 * 1024 * 1024
     maxHashSlotNum: int = 5000000
     maxIndexNum: int = 5000000 * 4
     # messages
@@ -172,7 +173,7 @@ _CHOICES = {
 }
 # broker settings mqtool reads beyond StoreConfig's fields (the census, the epoch file)
 EXTRA_SETTINGS = frozenset({"storePathEpochFile", "storeType", "enableLmq", "enableMultiDispatch",
-                            "enableControllerMode"})
+                            "enableControllerMode", "enableCalcFilterBitMap"})
 
 
 def unknown_settings(settings: dict) -> list[str]:
@@ -277,5 +278,5 @@ def config_for_store(root, conf_path=None, overrides: dict[str, str] | None = No
 
 
 SIZE_SETTINGS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum",
-                 "mappedFileSizeTimerLog")
+                 "mappedFileSizeTimerLog", "mappedFileSizeConsumeQueueExt")
 """The settings that give the store's file sizes (and with them its file layout)."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from mqtool.formats import multidispatch, sysflag
 from mqtool.formats import properties as props
-from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Record
 from mqtool.formats.javastr import tags_code as _tags_code
 
@@ -38,6 +38,7 @@ class DispatchRequest:
     uniq_key: str | None
     sys_flag: int
     prepared_transaction_offset: int
+    multi: dict | None = None     # the properties, when they name further queues (INNER_MULTI_DISPATCH)
 
     @property
     def goes_to_consume_queue(self) -> bool:
@@ -84,4 +85,5 @@ def from_record(record: Record, delay_levels_ms: list[int],
         topic=topic, queue_id=record.queue_id, commitlog_offset=record.offset, size=record.total_size,
         tags_code=code, store_timestamp=record.store_timestamp, queue_offset=record.queue_offset,
         keys=properties.get(props.KEYS, "") or "", uniq_key=properties.get(props.UNIQ_KEY),
-        sys_flag=record.sys_flag, prepared_transaction_offset=record.prepared_transaction_offset)
+        sys_flag=record.sys_flag, prepared_transaction_offset=record.prepared_transaction_offset,
+        multi=properties if multidispatch.INNER_MULTI_DISPATCH in properties else None)

@@ -44,6 +44,25 @@ class StoreLayout:
         return self.root / "consumequeue"
 
     @property
+    def consumequeue_ext_dir(self) -> Path:
+        return self.root / "consumequeue_ext"
+
+    def consume_queue_ext_dir(self, topic: str, queue_id: int) -> Path:
+        return self.consumequeue_ext_dir / topic / str(queue_id)
+
+    def consume_queue_ext_file_size(self) -> int:
+        if self._given("mappedFileSizeConsumeQueueExt"):
+            return self.config.mappedFileSizeConsumeQueueExt
+        sizes = []
+        for topic in _list_dirs(self.consumequeue_ext_dir):
+            for queue in _list_dirs(self.consumequeue_ext_dir / topic):
+                sizes.extend(f for f in list_store_files(self.consumequeue_ext_dir / topic / queue)
+                             if is_offset_name(f.name))
+            if len(sizes) > 64:
+                break
+        return _common_size(sizes, self.config.mappedFileSizeConsumeQueueExt)
+
+    @property
     def index_dir(self) -> Path:
         return self.root / "index"
 

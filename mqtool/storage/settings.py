@@ -55,6 +55,8 @@ def store_config_for_write(store: str, config_path: str | None, settings):
         changes["mappedFileSizeCommitLog"] = layout.commitlog_file_size()
     if "mappedFileSizeConsumeQueue" not in given and layout.consume_queues():
         changes["mappedFileSizeConsumeQueue"] = layout.consume_queue_file_size()
+    if "mappedFileSizeConsumeQueueExt" not in given and layout.consumequeue_ext_dir.is_dir():
+        changes["mappedFileSizeConsumeQueueExt"] = layout.consume_queue_ext_file_size()
     if not given & {"maxHashSlotNum", "maxIndexNum"} and layout.index_files():
         changes["maxHashSlotNum"], changes["maxIndexNum"] = layout.index_geometry()
     if "storeFormat" not in given and ((root / "abort.bak").exists() or (root / "compaction").is_dir()):

@@ -12,7 +12,8 @@ from mqtool.forensics.verify import kernels
 from mqtool.forensics.verify.findings import PREPARED, ROLLBACK, Finding, Pointers, QueueRun, TaskResult, path_display
 from mqtool.forensics.verify.index import check_entries_into
 from mqtool.forensics.verify.queues import check_units_into
-from mqtool.formats.commitlog import Blank
+from mqtool.formats import multidispatch
+from mqtool.formats.commitlog import Blank, Record, RecordError, decode_entry
 from mqtool.formats.crc import body_crc
 from mqtool.native import fastscan
 from mqtool.storage import commitlog
@@ -29,11 +30,12 @@ SEGMENT_RECORDS = 1 << 19
 
 
 def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_crc: bool, start: int,
-                    stop: int | None, pointers: list[Pointers], delays: list[int]) -> TaskResult:
+                    stop: int | None, pointers: list[Pointers], delays: list[int], multi=None) -> TaskResult:
     """Check [start, stop) of one commitlog file (a part, or the whole file): its entries, CRCs,
     offset fields and queue offset order; then the consume queue units and index entries that
     point into it, against the records as they were scanned and parsed, a stretch of
-    SEGMENT_BYTES or SEGMENT_RECORDS at a time."""
+    SEGMENT_BYTES or SEGMENT_RECORDS at a time.  multi: the broker's multi-dispatch settings (the
+    queue offsets its records give LMQ queues are checked too), or None."""
     result = TaskResult()
     mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
     try:                                                        # each file must not list them all
@@ -46,11 +48,13 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
                                          parse_props=bool(pointers)):
             if isinstance(entry, fastscan.Chunk):
                 _check_chunk(entry, mf, path, result)
+                if multi is not None:
+                    _multi_runs(entry, mf, path, multi, result)
                 if pointers:
                     chunks.append(entry)
                     if entry.stop - segment >= SEGMENT_BYTES or sum(c.count for c in chunks) >= SEGMENT_RECORDS:
                         _check_pointers(layout, pointers, mf, segment, entry.stop, chunks, delays, cq_file_size,
-                                        result)
+                                        result, multi)
                         chunks, segment = [], entry.stop
             elif isinstance(entry, Problem):
                 result.findings.append(Finding("commitlog", entry.kind, path, entry.file_offset, entry.offset,
@@ -61,7 +65,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
             elif isinstance(entry, EndOfData):
                 result.data_end = entry.offset
         if pointers:
-            _check_pointers(layout, pointers, mf, segment, end, chunks, delays, cq_file_size, result)
+            _check_pointers(layout, pointers, mf, segment, end, chunks, delays, cq_file_size, result, multi)
         chunks = entry = None   # no views of the mapping left: it can be closed
         result.bytes = end - start
         result.files = 1 if start == 0 else 0
@@ -70,7 +74,8 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
     return result
 
 
-def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays, cq_file_size, result) -> None:
+def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays, cq_file_size, result,
+                    multi=None) -> None:
     """The units and index entries pointing into [start, stop) of commitlog file cl, against the
     records scanned there (chunks, parsed).  Those that point elsewhere than at the start of
     one of them are checked by reading the commitlog there; its pages are let go after."""
@@ -85,7 +90,7 @@ def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays,
                 continue
             if pointer.kind == "cq":
                 read += check_units_into(layout, pointer, cq_file_size, cl, buf, records, low, high, delays,
-                                          delay_levels, result)
+                                          delay_levels, result, multi)
             else:
                 read += check_entries_into(layout, pointer, cl, buf, records, low, high, result)
     finally:
@@ -140,6 +145,47 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult) -> None:
         if int(qoffs[s]) != run.last + 1:
             result.findings.append(_order_finding(path, base, c, first, run.last + 1, chunk))
         run.last, run.last_offset = int(qoffs[e]), int(c["offset"][last])
+
+
+def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:
+    """The queue offsets the chunk's multi-dispatched records give further queues (LMQ): each
+    queue's go up one by one, and coverage checks its consume queue holds them.  Records
+    carrying INNER_MULTI_DISPATCH are found by a byte search, then decoded one by one."""
+    c = chunk.columns
+    if not chunk.count or not hasattr(mf.buf, "find"):
+        return
+    base = mf.file_from_offset
+    starts = c["offset"] - base
+    pos, end = int(starts[0]), int(starts[-1] + c["size"][-1])
+    rows = []
+    while (hit := mf.buf.find(multidispatch.MARKER, pos, end)) >= 0:
+        row = int(np.searchsorted(starts, hit, side="right")) - 1
+        rows.append(row)
+        pos = int(starts[row] + c["size"][row])     # the next record
+    for i in rows:
+        tx = int(c["sys_flag"][i]) & 0xC
+        if tx in (PREPARED, ROLLBACK):
+            continue
+        try:
+            record = decode_entry(mf.buf, int(starts[i]), mf.file_size, base)
+        except RecordError:
+            continue
+        if not isinstance(record, Record):
+            continue
+        offset = int(c["offset"][i])
+        for name, queue_id, queue_offset in multidispatch.targets(record.topic, record.queue_id, record.properties,
+                                                                  multi):
+            key = ("multi", name, queue_id)
+            run = result.runs.get(key)
+            if run is None:
+                result.runs[key] = QueueRun(name, queue_id, queue_offset, offset, queue_offset, offset)
+                continue
+            if queue_offset != run.last + 1:
+                result.findings.append(Finding(
+                    "commitlog", "queue-offset-order", path, offset - base, offset,
+                    f"{multidispatch.INNER_MULTI_QUEUE_OFFSET} offsets of {name}/{queue_id} do not go up one by one",
+                    expected=run.last + 1, found=queue_offset))
+            run.last, run.last_offset = queue_offset, offset
 
 
 def _order_finding(path, base, c, i, expected, chunk) -> Finding:

@@ -18,10 +18,12 @@ from mqtool.forensics.verify.findings import (
     TaskResult,
     path_display,
 )
-from mqtool.formats.commitlog import RecordError, decode_entry
+from mqtool.formats import consumequeueext, multidispatch
+from mqtool.formats.commitlog import Record, RecordError, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
+from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, from_record
 from mqtool.storage.mappedfile import MappedFile
 
@@ -98,10 +100,11 @@ def cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
 
 
 def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records, low: int, high: int, delays,
-                      delay_levels, result) -> int:
+                      delay_levels, result, multi=None) -> int:
     """The units of one consume queue file that point into [low, high) of commitlog file cl
     (buf), whose records there are `records` (kernels.scanned).  Returns how many of them
-    were checked by reading the commitlog."""
+    were checked by reading the commitlog.  multi: the broker's multi-dispatch settings; a unit
+    of another topic's record that names this queue at this offset is one it put there (LMQ)."""
     mf = MappedFile(pointer.path, file_size, strict=False)
     schedule = pointer.topic == SCHEDULE_TOPIC
     try:
@@ -127,18 +130,87 @@ def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records
         rows, offsets, sizes, tags, codes = rows[bad], offsets[bad], sizes[bad], tags[bad], found[bad]
         if len(rows):
             path = path_display(layout)(mf.path)
+            ext_queue = None
             for j, i in enumerate(rows.tolist()):
+                if codes[j] == kernels.UNIT_WRONG_TAGS_CODE and consumequeueext.is_ext_addr(int(tags[j])):
+                    if ext_queue is None:
+                        ext_queue = ExtQueue(layout.consume_queue_ext_dir(pointer.topic, pointer.queue_id),
+                                             layout.consume_queue_ext_file_size())
+                    finding = _ext_finding(ext_queue, cl, path, i, pointer.logical0 + i, offsets[j], int(tags[j]),
+                                           delays)
+                    if finding is not None:
+                        result.findings.append(finding)
+                    continue
                 finding = _unit_finding(int(codes[j]), cl, path, i, pointer.logical0 + i, offsets[j], sizes[j],
-                                        tags[j], pointer.topic, pointer.queue_id, delays)
+                                        tags[j], pointer.topic, pointer.queue_id, delays, multi)
                 if finding is not None:
                     result.findings.append(finding)
+            if ext_queue is not None:
+                ext_queue.close()
         return read
     finally:
         mf.close()
 
 
-def _unit_finding(code, cl, path, i, logical, offset, size, tags, topic, queue_id, delays) -> Finding | None:
+def _ext_finding(ext_queue, cl, path, i, logical, offset, address, delays) -> Finding | None:
+    """A unit whose tags field is an ext address (enableConsumeQueueExt): the ext unit there must
+    hold the record's tags code and store time."""
+    unit = ext_queue.get(address)
+    where = f"{ext_queue.directory.parent.parent.name}/{ext_queue.directory.parent.name}/{ext_queue.directory.name}"
+    if unit is None:
+        return Finding("cq", "ext-unit-missing", path, i * UNIT_SIZE, int(offset),
+                       f"unit {logical}: no consume queue extension unit at address {address} "
+                       f"(offset {consumequeueext.undecorate(address)} of {where})", found=address)
+    record = decode_entry(cl.buf, int(offset) - cl.file_from_offset, cl.file_size, cl.file_from_offset)
+    expected = (from_record(record, delays).tags_code, record.store_timestamp)
+    if (unit.tags_code, unit.store_time) != expected or unit.size != consumequeueext.MIN_UNIT_SIZE + len(unit.bitmap):
+        return Finding("cq", "ext-unit-wrong", path, i * UNIT_SIZE, int(offset),
+                       f"unit {logical}: the extension unit at offset {consumequeueext.undecorate(address)} of "
+                       f"{where} does not hold the record's tags code and store time",
+                       expected=list(expected), found=[unit.tags_code, unit.store_time])
+    return None
+
+
+_ELSEWHERE = (kernels.UNIT_IRREGULAR, kernels.UNIT_WRONG_TOPIC, kernels.UNIT_WRONG_QUEUE,
+              kernels.UNIT_WRONG_QUEUE_OFFSET)
+
+
+def _multi_dispatched(cl, path, i, logical, offset, tags, topic, queue_id, delays, multi):
+    """A unit of a record of another topic or queue (the kernels say which): None when the
+    record's INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET put it here with its tags code, a
+    Finding when they name this queue at another offset or the tags code differs, False when
+    they do not name this queue."""
+    try:
+        record = decode_entry(cl.buf, offset - cl.file_from_offset, cl.file_size, cl.file_from_offset)
+    except RecordError:
+        return False
+    if not isinstance(record, Record):
+        return False
+    properties = record.properties
+    if multidispatch.INNER_MULTI_DISPATCH not in properties:
+        return False
+    named = [q for name, qid, q in multidispatch.targets(record.topic, record.queue_id, properties, multi)
+             if (name, qid) == (topic, queue_id)]
+    if not named:
+        return False
+    if logical not in named:
+        return Finding("cq", "unit-wrong-queue-offset", path, i * UNIT_SIZE, offset,
+                       f"unit {logical}: the record's {multidispatch.INNER_MULTI_QUEUE_OFFSET} for this queue is "
+                       "not the unit's", expected=logical, found=named[0])
+    expected = from_record(record, delays, properties).tags_code
+    if expected == tags:
+        return None
+    return Finding("cq", "unit-wrong-tags-code", path, i * UNIT_SIZE, offset,
+                   f"unit {logical}: the unit's tags code is not the record's", expected=expected, found=tags)
+
+
+def _unit_finding(code, cl, path, i, logical, offset, size, tags, topic, queue_id, delays,
+                  multi=None) -> Finding | None:
     offset, size, tags = int(offset), int(size), int(tags)
+    if multi is not None and code in _ELSEWHERE:
+        found = _multi_dispatched(cl, path, i, logical, offset, tags, topic, queue_id, delays, multi)
+        if found is not False:
+            return found
     if code == kernels.UNIT_IRREGULAR:   # decode in Python, as the broker's Java strings do
         try:
             record = decode_entry(cl.buf, offset - cl.file_from_offset, cl.file_size, cl.file_from_offset)

@@ -45,7 +45,7 @@ from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name
 from mqtool.native import fastscan
-from mqtool.storage import commitlog
+from mqtool.storage import census, commitlog
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
 
@@ -107,6 +107,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     started = time.perf_counter()
     summary.load_seconds = started - loading
     delays = layout.config.delay_levels_ms()
+    multi = census.multi_dispatch(layout) if "cq" in scopes else None   # LMQ units and queue offsets
     display = path_display(layout)
 
     def emit(finding: Finding) -> None:
@@ -157,7 +158,8 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                 low, high = base + start, base + (size if stop is None else stop)
                 routed = [p for p in pointers if p.low < high and p.high >= low]
                 parts.append((i, ("commitlog", commitlog_task,
-                                  (file_paths[i], file_size, i >= last_data, crc, start, stop, routed, delays))))
+                                  (file_paths[i], file_size, i >= last_data, crc, start, stop, routed, delays,
+                                   multi))))
                 sizes.append(high - low)
         second = pool.collect(pool.submit(layout, [task for _, task in parts], sizes), scopes, emit, on_progress)
     for pointer in pointers:          # what points past the commitlog, or into a missing file, no part saw
@@ -244,7 +246,8 @@ def _coverage(results, runs, emit) -> None:
         if scope == "cq":
             queue_max.update(r.queue_max)
             queue_min.update(r.queue_min)
-    for (_, queue_id), run in sorted(runs.items(), key=lambda kv: (kv[1].topic, kv[1].queue_id)):
+    for run in sorted(runs.values(), key=lambda run: (run.topic, run.queue_id)):
+        queue_id = run.queue_id
         where = f"consumequeue/{run.topic}/{queue_id}"
         have = queue_max.get((run.topic, queue_id))
         if have is None:
