@@ -191,17 +191,41 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
     for i in np.flatnonzero(good & ~safe).tolist():
         name = names[which[i]]
         done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + 1
-    if queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None and _has_multi(queue, c)):
-        _dispatch_in_order(np.flatnonzero(good & safe), chunk, queue, dispatcher, delay_levels, done, index,
-                           topic_filter)
-        done.records += int(wanted.sum())
-        return
     schedule = np.array([t == SCHEDULE_TOPIC for t in names], dtype=bool)[which]
     # exact but slow: malformed UTF-8, and delay levels the kernels cannot turn into tags codes
     slow = wanted & (((parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0)
                      | ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & schedule)
-    fast = wanted & ~slow
     done.records += int(wanted.sum())
+    if queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None and _has_multi(queue, c)):
+        _dispatch_in_order(np.flatnonzero(good & safe), chunk, queue, dispatcher, delay_levels, done, index,
+                           topic_filter, queues)
+        return
+    # every queue and the index get their entries in commitlog order: runs of fast records by the
+    # kernels, the slow ones (and short runs between them) record by record, in turn
+    one_by_one = []
+    edges = [-1, *np.flatnonzero(slow).tolist(), chunk.count]
+    for before, after in zip(edges, edges[1:]):
+        if after - before - 1 >= FAST_RUN:
+            _dispatch_in_order(np.array(one_by_one, dtype=np.int64), chunk, queue, dispatcher, delay_levels, done,
+                               index, topic_filter, queues)
+            one_by_one = []
+            run = np.zeros(chunk.count, dtype=bool)
+            run[before + 1:after] = True
+            _dispatch_fast(chunk, dispatcher, wanted & run, names, which, parsed, done, queues, index)
+        else:
+            one_by_one.extend(i for i in range(before + 1, after) if good[i] and safe[i])
+        if after < chunk.count and wanted[after]:
+            one_by_one.append(after)
+    _dispatch_in_order(np.array(one_by_one, dtype=np.int64), chunk, queue, dispatcher, delay_levels, done, index,
+                       topic_filter, queues)
+
+
+FAST_RUN = 64   # fast records in a row worth a kernel call of their own
+
+
+def _dispatch_fast(chunk, dispatcher, fast, names, which, parsed, done, queues, index) -> None:
+    """The records `fast` selects, by the kernels: units queue by queue, index entries in order."""
+    c = chunk.columns
     tx = c["sys_flag"] & 0xC
     to_queue = fast & (tx != PREPARED) & (tx != ROLLBACK)
     if queues:
@@ -212,13 +236,6 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
         if len(rec):
             dispatcher.index.insert_arrays(parsed["key_hash"][keys], c["offset"][rec], c["store_ts"][rec])
             done.keys += len(rec)
-    for request in _requests(queue, c, np.flatnonzero(slow), delay_levels):
-        if queues and request.goes_to_consume_queue:
-            dispatcher.queue(request.topic, request.queue_id).put(
-                request.commitlog_offset, request.size, request.tags_code, request.queue_offset)
-            done.units += 1
-        if index and dispatcher.message_index_enable and dispatcher.index is not None:
-            dispatcher.index.build_index(request)
 
 
 def _requests(queue, c, rows, delay_levels):
@@ -245,7 +262,8 @@ def _has_multi(queue, c) -> bool:
     return mf.buf.find(multidispatch.MARKER, first - mf.file_from_offset, end - mf.file_from_offset) >= 0
 
 
-def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index, topic_filter) -> None:
+def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index, topic_filter,
+                       queues: bool = True) -> None:
     """A chunk with multi-dispatched records (or any chunk, with consume queue extensions), record by
     record: every queue's units in commitlog order, as a broker's reput puts them (topic_filter:
     only queues of the topics asked for)."""
@@ -253,7 +271,7 @@ def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index
     use_index = index and dispatcher.message_index_enable and dispatcher.index is not None
     for request in _requests(queue, c, rows, delay_levels):
         own = topic_filter is None or topic_filter(request.topic)
-        if request.goes_to_consume_queue:
+        if queues and request.goes_to_consume_queue:
             put = True
             if own:
                 put = dispatcher.queue(request.topic, request.queue_id).put(
