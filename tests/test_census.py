@@ -70,7 +70,8 @@ FEATURES = [  # (name, how to lay it out, the setting the refusal names, writers
     ("transaction-table", _transaction, "transaction/", ["recover"]),
 ]
 
-UNDERSTOOD = {"lmq": "understood", "consumequeue-ext": "understood"}   # checked by verify-crc; the others are only shown
+UNDERSTOOD = {"lmq": "understood", "consumequeue-ext": "understood",   # checked by verify-crc; the others
+              "batch-cq": "understood"}                               # are only shown
 
 WRITE = {  # a writer's command line (the append reads one message from stdin)
     "append": ["append", "--topic", "BasicTopic", "--body", "x"],

@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 from mqtool.cli import options, output
-from mqtool.commands import _timerdump
+from mqtool.commands import _batchdump, _timerdump
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
 from mqtool.forensics import dumpwalk, storeinfo
 from mqtool.forensics.dumpwalk import Tally, relative_paths
@@ -20,13 +20,14 @@ from mqtool.forensics.filters import Filters
 from mqtool.forensics.messageview import BODY_FORMATS, message_fields
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import census, commitlog, consumequeue, dispatchrequest, metafiles, timerstore
+from mqtool.storage import batchqueue, census, commitlog, consumequeue, dispatchrequest, metafiles, timerstore
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.settings import open_layout, parse_settings
 
-KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog", "timerwheel", "timercheck")
+KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog", "timerwheel", "timercheck",
+         "batchconsumequeue")
 BODY_CUT = 48
 
 
@@ -35,6 +36,8 @@ def _infer_kind(path: Path) -> str:
         return path.name
     if is_offset_name(path.name) and path.parent.name == "timerlog":
         return "timerlog"     # not a commitlog: 52-byte timer units
+    if is_offset_name(path.name) and len(path.parents) >= 3 and path.parent.parent.parent.name == "batchconsumequeue":
+        return "batchconsumequeue"    # 46-byte batch units
     if path.suffix == ".json":
         return "config"
     if is_index_name(path.name) or path.parent.name == "index":
@@ -145,6 +148,11 @@ def _dump_store(layout, kind, filters, ctx) -> None:
                 _timerdump.dump_timerwheel(ts, filters, ctx, display)
     elif kind == "timercheck":
         _timerdump.dump_timercheck(layout.timercheck_path, ctx, display)
+    elif kind == "batchconsumequeue":
+        if not batchqueue.queues(layout):
+            raise NotAStoreError("no batch consume queue here (no batchconsumequeue/<topic>/<queueId>/)",
+                                 path=layout.root)
+        _batchdump.dump_batch_queues(_batchdump.store_queues(layout), filters, ctx, display)
     else:
         raise UsageError(f"unknown kind {kind}")
 
@@ -199,6 +207,8 @@ def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> None:
                 _timerdump.dump_timerwheel(ts, filters, ctx, display)
     elif kind == "timercheck":
         _timerdump.dump_timercheck(path, ctx, display)
+    elif kind == "batchconsumequeue":
+        _batchdump.dump_batch_queues(_batchdump.file_queue(path), filters, ctx, display)
     else:
         raise UsageError(f"unknown kind {kind}")
 

@@ -49,7 +49,7 @@ FEATURES = {f.name: f for f in (
     # consume queue extensions: verify-crc follows the addresses and checks the ext units;
     # rebuild-cq writes ext units and addresses as the broker does (no filter bitmaps)
     Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"rebuild-cq"})),
-    Feature("batch-cq", "queue.type=BatchCQ", frozenset(), READ_ONLY),
+    Feature("batch-cq", "queue.type=BatchCQ", frozenset()),     # read and checked (dump, verify-crc); kept by no writer
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
     Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),
     Feature("dledger", "enableDLegerCommitLog", frozenset(), READ_ONLY),

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mqtool.forensics.verify import batchqueues
 from mqtool.forensics.verify.commitlog import commitlog_task, merge_runs
 from mqtool.forensics.verify.findings import SCOPES, Finding, Pointers, TaskResult, path_display
 from mqtool.forensics.verify.index import index_task, read_entries
@@ -176,7 +177,8 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         for finding in order_findings:
             emit(finding)
     if "cq" in scopes:
-        _coverage(first, runs, emit)
+        batch = batchqueues.check(layout, runs, emit, display)     # batch topics: covered by their batch queues
+        _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit)
     if "timer" in scopes:          # one task after the others: the timer files are small
         timer = timer_task(layout)
         _report("timer", timer, scopes, emit, on_progress)

@@ -1,0 +1,37 @@
+"""A batch consume queue unit (5.x BatchConsumeQueue, topics with queue.type=BatchCQ): 46 bytes.
+
+One unit per stored record, which may be an inner batch of several messages: the unit names the
+record (commitlog offset and size), its tags code and store time, the queue offset of its first
+message (msgBaseOffset, the record's INNER_BASE property) and how many messages it holds
+(batchSize, INNER_NUM).  compactedOffset is always INVALID_POS (-1) as the broker writes it, and
+four reserved bytes are zero.  Files live under batchconsumequeue/<topic>/<queueId>/, named by
+their first byte's logical offset, 300000 units each by default (mapperFileSizeBatchConsumeQueue).
+Facts: store/.../queue/BatchConsumeQueue.java at rocketmq-all-5.3.3.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from construct import Int16sb, Int32sb, Int64sb, Struct
+
+UNIT_SIZE = 46
+INVALID_POS = -1
+DEFAULT_FILE_SIZE = 300000 * UNIT_SIZE
+
+UNIT = Struct(
+    "offset" / Int64sb,            # commitlog offset of the record
+    "size" / Int32sb,
+    "tagsCode" / Int64sb,
+    "storeTime" / Int64sb,
+    "msgBaseOffset" / Int64sb,     # queue offset of the record's first message
+    "batchSize" / Int16sb,
+    "compactedOffset" / Int32sb,   # INVALID_POS as written
+    "reserved" / Int32sb,
+)
+assert UNIT.sizeof() == UNIT_SIZE
+
+# the same layout for whole files at once (tested against UNIT)
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tagsCode", ">i8"), ("storeTime", ">i8"),
+                       ("msgBaseOffset", ">i8"), ("batchSize", ">i2"), ("compactedOffset", ">i4"),
+                       ("reserved", ">i4")])
+assert UNIT_DTYPE.itemsize == UNIT_SIZE

@@ -1,0 +1,107 @@
+"""Batch consume queues (5.x BatchCQ topics) read by dump and checked by verify-crc, on stores whose
+batch queue files are built here from the Java source's facts (BatchConsumeQueue: 46-byte units,
+offset, size, tagsCode, storeTime, msgBaseOffset, batchSize, compactedOffset = -1, reserved)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+
+import pytest
+
+from damage import records
+
+TOPIC = "BatchT"
+UNIT = struct.Struct(">qiqqqhii")
+FILE_UNITS = 100
+
+
+@pytest.fixture
+def batch_store(tmp_path, run_cli):
+    store = tmp_path / "store"
+    lines = [json.dumps({"topic": TOPIC, "queueId": 0, "body": f"batch {i}", "tags": "T",
+                         "properties": {"INNER_NUM": "1", "INNER_BASE": str(i)}}) for i in range(12)]
+    lines += [json.dumps({"topic": "Plain", "queueId": 1, "body": "plain"})]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    result = run_cli("append", store, "--set", "storeFormat=5", "--set", "mappedFileSizeCommitLog=65536",
+                     "--set", "mappedFileSizeConsumeQueue=6000", "--input", tmp_path / "in.jsonl")
+    assert result.code == 0, result.err
+    shutil.rmtree(store / "consumequeue" / TOPIC)        # a BatchCQ topic has no consume queue
+    log = sorted((store / "commitlog").iterdir())[0]
+    data = log.read_bytes()
+    units = []
+    for pos, size in records(log):
+        topic_len_at = pos + 84 + 4 + struct.unpack_from(">i", data, pos + 84)[0]
+        topic = data[topic_len_at + 1:topic_len_at + 1 + data[topic_len_at]].decode()
+        if topic == TOPIC:
+            store_time = struct.unpack_from(">q", data, pos + 56)[0]
+            units.append((pos, size, 0, store_time, len(units), 1, -1, 0))
+    folder = store / "batchconsumequeue" / TOPIC / "0"
+    folder.mkdir(parents=True)
+    path = folder / "00000000000000000000"
+    path.write_bytes(b"".join(UNIT.pack(*u) for u in units).ljust(FILE_UNITS * UNIT.size, b"\0"))
+    return store, path, units
+
+
+def _patch(path, n, field, value):
+    units = bytearray(path.read_bytes())
+    fields = list(UNIT.unpack_from(units, n * UNIT.size))
+    fields[field] = value
+    UNIT.pack_into(units, n * UNIT.size, *fields)
+    path.write_bytes(bytes(units))
+
+
+def test_a_sound_batch_queue_verifies_clean_and_covers_its_topic(batch_store, run_cli):
+    store, _, units = batch_store
+    assert len(units) == 12
+    result = run_cli("verify-crc", store)
+    assert result.code == 0, result.out + result.err
+    info = run_cli("info", "--json", store).json_lines()[0]
+    entry = next(e for e in info["census"] if e["path"] == "batchconsumequeue/")
+    assert entry["status"] == "understood" and entry["feature"] == "batch-cq"
+
+
+def test_dump_shows_every_unit(batch_store, run_cli):
+    store, path, units = batch_store
+    lines = run_cli("dump", store, "batchconsumequeue", "--json").json_lines()
+    shown = [(u["commitLogOffset"], u["size"], u["tagsCode"], u["storeTimestamp"], u["msgBaseOffset"],
+              u["batchSize"], u["compactedOffset"]) for u in lines if u["type"] == "batch_unit"]
+    assert shown == [u[:7] for u in units]
+    assert {u["topic"] for u in lines if u["type"] == "batch_unit"} == {TOPIC}
+    one_file = run_cli("dump", path, "--json").json_lines()       # the kind read off the path
+    assert [u["fileOffset"] for u in one_file if u["type"] == "batch_unit"] == [46 * i for i in range(12)]
+    table = run_cli("dump", store, "batchconsumequeue")
+    assert table.code == 0 and "12 batch consume queue units" in table.err
+
+
+@pytest.mark.parametrize("unit, field, value, kinds", [
+    (3, 1, 17, {"unit-size-mismatch"}),
+    (3, 0, 5, {"unit-not-a-record"}),
+    (4, 4, 40, {"batch-unit-gap", "batch-unit-base", "unit-wrong-queue-offset"}),
+    (5, 3, 1, {"batch-unit-store-time"}),
+    (6, 5, 3, {"batch-unit-size", "batch-unit-gap"}),
+    (7, 6, 0, {"batch-unit-compacted"}),
+])
+def test_verify_finds_damaged_units(batch_store, run_cli, unit, field, value, kinds):
+    store, path, _ = batch_store
+    _patch(path, unit, field, value)
+    result = run_cli("verify-crc", "--json", store)
+    found = {line["kind"] for line in result.json_lines() if line["type"] == "problem"}
+    assert result.code == 1 and found == kinds, result.out
+
+
+def test_verify_finds_a_batch_queue_behind_its_records(batch_store, run_cli):
+    store, path, units = batch_store
+    data = bytearray(path.read_bytes())
+    data[11 * UNIT.size:12 * UNIT.size] = bytes(UNIT.size)     # the last unit never written
+    path.write_bytes(bytes(data))
+    result = run_cli("verify-crc", "--json", store)
+    assert [line["kind"] for line in result.json_lines() if line["type"] == "problem"] == ["cq-behind"]
+
+
+def test_writers_refuse_a_store_with_batch_queues(batch_store, run_cli):
+    store, _, _ = batch_store
+    for command in (("recover", store), ("rebuild-cq", store), ("append", store, "--topic", "Plain", "--body", "x")):
+        result = run_cli(*command)
+        assert result.code == 3 and "batch-cq" in result.err, result.err
