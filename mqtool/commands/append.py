@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import click
 
@@ -149,7 +150,10 @@ def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, 
 
 
 def _append_lines(config, reader, report, progress: bool, size: int | None) -> None:
-    """Store the lines a batch at a time, each batch read and checked before it is stored."""
+    """Store the lines a batch at a time, each batch read and checked before it is stored.
+
+    A batch is stored by a second thread while this one reads and checks the next: the
+    compiled append releases the GIL, so on two cores the writing overlaps the parsing."""
     with output.progress(size, "appending", enabled=progress) as bar:
         try:
             reader.fill()     # the first batch is checked before the store is touched
@@ -159,25 +163,48 @@ def _append_lines(config, reader, report, progress: bool, size: int | None) -> N
                     reader.fill()
                 report.checked(reader.lines)
                 return
-            with _open_store(config) as engine:
-                while True:
-                    for kind, numbers, payload, referable in reader.take():
-                        if kind == "batch":
-                            results = engine.put_batch(payload)
-                        else:
-                            results = engine.put_many(payload)
-                            for number, result, named in zip(numbers, results, referable):
-                                if named and result.ok:
-                                    reader.prepared[number - 1] = result.wrote_offset
-                        report.puts(numbers, results)
-                    bar.update(reader.bytes_read)
-                    if reader.done:
-                        break
-                    reader.fill()
+            with _open_store(config) as engine, ThreadPoolExecutor(1, "append") as worker:
+                pending = None
+
+                def settle():
+                    """Wait for the batch being stored, and report it."""
+                    nonlocal pending
+                    if pending is not None:
+                        done, pending = pending, None
+                        for numbers, results in done.result():
+                            report.puts(numbers, results)
+                        bar.update(reader.bytes_read)
+
+                reader.settle = settle
+                try:
+                    while True:
+                        segments = reader.take()
+                        settle()
+                        pending = worker.submit(_store, engine, segments, reader.prepared)
+                        if reader.done:
+                            break
+                        reader.fill()
+                finally:
+                    settle()
         except UsageError:
             report.finish(stopped=True)
             raise
     report.finish()
+
+
+def _store(engine, segments, prepared: dict) -> list:
+    """Store the segments in order: [(line numbers, put results)]."""
+    out = []
+    for kind, numbers, payload, referable in segments:
+        if kind == "batch":
+            results = engine.put_batch(payload)
+        else:
+            results = engine.put_many(payload)
+            for number, result, named in zip(numbers, results, referable):
+                if named and result.ok:
+                    prepared[number - 1] = result.wrote_offset
+        out.append((numbers, results))
+    return out
 
 
 def _size(path) -> int | None:
@@ -211,6 +238,7 @@ class _Reader:
         self.prepared: dict[int, int] = {}   # half/prepared lines stored: their commitlog offsets
         self.named: set[int] = set()          # half/prepared lines read, stored or not
         self._held = None
+        self.settle = lambda: None   # waits until the lines read so far are stored
 
     def _next(self):
         if self._held is not None:
@@ -240,6 +268,7 @@ class _Reader:
                 self._held = item
                 return
             if refers:
+                self.settle()   # the lines before it are stored: the one it names has its offset
                 ref = spec["preparedTransactionOffsetOf"]
                 if type(ref) is not int:
                     raise UsageError(f"input line {number}: preparedTransactionOffsetOf must be a line index")

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mqtool.native.appendkernels import write_records
-
 I64 = np.int64
 
 
@@ -137,6 +135,7 @@ def append_batch(writer, batch: PlainBatch):
     from mqtool.formats import sysflag
     from mqtool.formats.commitlog import BLANK_MAGIC, MAGIC_V1, MAGIC_V2
     from mqtool.formats.hosts import java_host
+    from mqtool.native.appendkernels import write_records   # loads numba: only when a batch is appended
     from mqtool.storage import topics
 
     n = len(batch)
@@ -232,6 +231,8 @@ def append_batch(writer, batch: PlainBatch):
             left = mf.file_size - pos
             target[pos:pos + 8] = left.to_bytes(4, "big", signed=True) + BLANK_MAGIC.to_bytes(4, "big")
             mf.wrote_position = mf.file_size
+        if mf.write_buffer is None:
+            mf.drop_written_pages()   # written through the mapping: keep the resident set flat
         first = nxt
     for key, value in zip(slot_ids, counters.tolist()):
         table[key] = value
