@@ -24,22 +24,14 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_dump import mqtool_command, run_once   # the same child runs and rusage
 
 REFERENCE = 165_000          # msgs/s: RocketMQ 4.9.8 putMessage, one thread, 1 KiB (see above)
 BODY = "0123456789abcdef" * 64
-
-
-def mqtool_command() -> list[str]:
-    script = Path(sys.executable).with_name("mqtool")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("mqtool")
-    return [found] if found else [sys.executable, "-m", "mqtool"]
 
 
 def make_input(path: Path, lines: int) -> None:
@@ -54,17 +46,6 @@ def make_input(path: Path, lines: int) -> None:
                                  "bornHost": "10.0.0.1:40000", "bornTimestamp": 1700000000000 + i,
                                  "body": BODY[:-len(number)] + number}, separators=(",", ":")) + "\n")
     part.rename(path)
-
-
-def run_once(cmd: list[str]) -> dict:
-    with tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        err.seek(0)
-        return {"wall": wall, "code": os.waitstatus_to_exitcode(status), "stderr": err.read().decode(errors="replace"),
-                "rss": usage.ru_maxrss * 1024, "user": usage.ru_utime, "sys": usage.ru_stime}
 
 
 def main(argv=None) -> int:
