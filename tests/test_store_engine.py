@@ -394,20 +394,37 @@ def test_append_refuses_bad_input_before_writing_it(tmp_path, run_cli, line, fie
         any(p.read_bytes()) for p in (tmp_path / "s" / "commitlog").iterdir())
 
 
-def test_a_bad_line_in_an_input_file_stores_nothing_of_the_file(tmp_path, run_cli, monkeypatch):
+def test_a_bad_line_stops_the_input_after_the_batches_before_it(tmp_path, run_cli, monkeypatch):
     good = [json.dumps({"topic": "T", "queueId": 0, "body": f"m{i}"}) for i in range(5)]
     spec = tmp_path / "in.jsonl"
     spec.write_text("\n".join(good + ['{"topic":"T","queueId":-1,"body":"x"}']) + "\n")
-    result = run_cli("append", tmp_path / "s", "--input", spec, "--batch", "2")
+    # a bad line in the first batch: checked before the store is touched, which is not even created
+    result = run_cli("append", tmp_path / "s", "--input", spec)
     assert result.code == 2 and "line 6" in result.err and "queueId" in result.err
-    assert not (tmp_path / "s").exists()            # the store was not even created
-    # stdin cannot be read twice: the batches before the bad line are stored, and reported
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(spec.read_bytes())))
-    result = run_cli("append", tmp_path / "s", "--input", "-", "--batch", "2", "--json")
+    assert "nothing was stored" in result.err
+    assert not (tmp_path / "s").exists()
+    # --dry-run reads and checks every line and stores nothing, however many batches
+    result = run_cli("append", tmp_path / "s", "--input", spec, "--batch", "2", "--dry-run")
     assert result.code == 2 and "line 6" in result.err
-    assert [p["line"] for p in result.json_lines()] == [1, 2, 3, 4]
+    assert not (tmp_path / "s").exists()
+    good_only = tmp_path / "good.jsonl"
+    good_only.write_text("\n".join(good) + "\n")
+    result = run_cli("append", tmp_path / "s", "--input", good_only, "--batch", "2", "--dry-run", "--json")
+    assert result.code == 0 and result.json_lines() == [{"type": "checked", "lines": 5}]
+    assert not (tmp_path / "s").exists()
+    # a bad line in a later batch: the batches before it are stored, and the report says so
+    result = run_cli("append", tmp_path / "s", "--input", spec, "--batch", "2")
+    assert result.code == 2 and "line 6" in result.err
+    assert "input lines 1-4 were stored (4 puts); nothing after line 4" in " ".join(result.err.split())
+    assert len(result.out.splitlines()) > 4   # the table of the stored puts
     config = StoreConfig(storePathRootDir=str(tmp_path / "s"))
     assert len(walk_records(tmp_path / "s", config)) == 4
+    # the same from stdin
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(spec.read_bytes())))
+    result = run_cli("append", tmp_path / "s2", "--input", "-", "--batch", "2", "--json")
+    assert result.code == 2 and "line 6" in result.err
+    assert [p["line"] for p in result.json_lines()] == [1, 2, 3, 4]
+    assert len(walk_records(tmp_path / "s2", config)) == 4
 
 
 def test_an_input_that_can_be_read_only_once_is_stored_as_it_comes(tmp_path, run_cli):

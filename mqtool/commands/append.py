@@ -8,16 +8,22 @@ when a put was not PUT_OK.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import click
 
-from mqtool.broker import spec as specs
+from mqtool.broker.specbatch import SpecBatcher, parse_line
 from mqtool.cli import options, output
+from mqtool.engine.batchappend import BatchResults
 from mqtool.engine.message import MESSAGE_ILLEGAL, PUT_OK, PutResult
 from mqtool.engine.store import MessageStore
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
+from mqtool.formats.msgid import encode_offset_msgid
 from mqtool.storage import fsutil
 from mqtool.storage.settings import store_config_for_write
 
@@ -76,25 +82,15 @@ def _lines(source):
         yield number, raw
 
 
-def _read_specs(source):
-    """(line number, parsed JSON) of each non-blank line of a binary source."""
-    for number, raw in _lines(source):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"input line {number}: not UTF-8 (byte {exc.start} of the line)") from None
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"input line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+SCREENFUL = 20      # more puts than this are summed up, not listed one by one
+LISTED_FAILURES = 100
 
 
 @click.command("append")
 @options.store_argument
 @options.config_option
 @options.json_option
+@options.progress_option
 @click.option("--topic", help="Topic of a single message given by options.")
 @click.option("--queue", "queue_id", type=int, default=0, show_default=True, help="Queue id.")
 @click.option("--tags", help="Tags.")
@@ -109,12 +105,13 @@ def _read_specs(source):
               help="JSON lines of message specs ('-' for stdin; stdin is read when no --topic is given).")
 @click.option("--flush", "flush_type", type=click.Choice(["sync", "async"]),
               help="SYNC_FLUSH or ASYNC_FLUSH (default: the store's flushDiskType).")
-@click.option("--batch", type=click.IntRange(1, 100000), default=256, show_default=True,
-              help="Messages per put_many call when reading JSON lines.")
+@click.option("--batch", type=click.IntRange(1, 100000), default=4096, show_default=True,
+              help="Lines read and checked before they are stored together.")
+@click.option("--dry-run", is_flag=True, help="Read and check every line; store nothing (the store is not opened).")
 @click.option("--allow-system-topics", is_flag=True,
               help="Allow topics a broker refuses from producers (SCHEDULE_TOPIC_XXXX, ...).")
-def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, props, body, body_file, born_host,
-        delay_level, flag, input_path, flush_type, batch, allow_system_topics):
+def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, keys, props, body, body_file,
+        born_host, delay_level, flag, input_path, flush_type, batch, dry_run, allow_system_topics):
     """Put messages into STORE, as a broker would store them."""
     settings = list(settings)
     if flush_type:
@@ -128,91 +125,292 @@ def cli(store, config_path, settings, as_json, topic, queue_id, tags, keys, prop
         if sys.stdin.isatty():
             raise UsageError("give --topic (one message) or JSON lines on stdin / --input FILE")
         input_path = "-"
-    version = "5" if config.is_5x else "4"
-    cluster = config.brokerClusterName
-    # only a regular file can be read twice (checked, then stored); a pipe, a FIFO or
-    # /dev/stdin is read once, as stdin is
-    if input_path not in (None, "-") and fsutil.is_regular_file(input_path):
-        _check_input(input_path, version, cluster, allow_system_topics)
-    table = None if as_json else output.TableStream(None, [
+    batcher = SpecBatcher(version="5" if config.is_5x else "4", cluster=config.brokerClusterName,
+                          allow_system_topics=allow_system_topics)
+    report = _Report(as_json)
+    if topic is not None:   # one message from options: built (and its --body-file read) before the store opens
+        spec = _option_spec(topic, queue_id, tags, keys, props, body, body_file, born_host, delay_level, flag)
+        single = batcher.message(1, spec, None, {})
+        if dry_run:
+            report.checked(1)
+            return
+        with _open_store(config) as engine:
+            report.puts([1], [engine.put(single)])
+        report.finish()
+        return
+    source = sys.stdin.buffer if input_path == "-" else _open_input(input_path)
+    # no reference cycles are made per line: the cyclic collector would only walk the
+    # batch's objects again and again (a tenth of the run)
+    gc.disable()
+    try:
+        _append_lines(config, _Reader(source, batcher, batch, report, dry_run), report,
+                      progress and not dry_run, _size(input_path))
+    finally:
+        gc.enable()
+
+
+def _append_lines(config, reader, report, progress: bool, size: int | None) -> None:
+    """Store the lines a batch at a time, each batch read and checked before it is stored.
+
+    A batch is stored by a second thread while this one reads and checks the next: the
+    compiled append releases the GIL, so on two cores the writing overlaps the parsing."""
+    with output.progress(size, "appending", enabled=progress) as bar:
+        try:
+            reader.fill()     # the first batch is checked before the store is touched
+            if reader.dry_run:
+                while not reader.done:
+                    reader.take()
+                    reader.fill()
+                report.checked(reader.lines)
+                return
+            with _open_store(config) as engine, ThreadPoolExecutor(1, "append") as worker:
+                pending = None
+
+                def settle():
+                    """Wait for the batch being stored, and report it."""
+                    nonlocal pending
+                    if pending is not None:
+                        done, pending = pending, None
+                        for numbers, results in done.result():
+                            report.puts(numbers, results)
+                        bar.update(reader.bytes_read)
+
+                reader.settle = settle
+                try:
+                    while True:
+                        segments = reader.take()
+                        settle()
+                        pending = worker.submit(_store, engine, segments, reader.prepared)
+                        if reader.done:
+                            break
+                        reader.fill()
+                finally:
+                    settle()
+        except UsageError:
+            report.finish(stopped=True)
+            raise
+    report.finish()
+
+
+def _store(engine, segments, prepared: dict) -> list:
+    """Store the segments in order: [(line numbers, put results)]."""
+    out = []
+    for kind, numbers, payload, referable in segments:
+        if kind == "batch":
+            results = engine.put_batch(payload)
+        else:
+            results = engine.put_many(payload)
+            for number, result, named in zip(numbers, results, referable):
+                if named and result.ok:
+                    prepared[number - 1] = result.wrote_offset
+        out.append((numbers, results))
+    return out
+
+
+def _size(path) -> int | None:
+    """The input's length when it is a regular file (for the progress bar)."""
+    if path == "-" or not fsutil.is_regular_file(path):
+        return None
+    return os.stat(path).st_size
+
+
+def _open_store(config) -> MessageStore:
+    engine = MessageStore(config).open()
+    plan = engine.recovery_plan
+    if plan is not None and plan.changes_anything and (plan.data_end > plan.cut or plan.queue_cuts):
+        output.note(f"recovered the store first ({plan.mode}): cut at commitlog offset {plan.cut}; "
+                    f"cut bytes kept in {engine.quarantine.dir or 'the quarantine'}")
+    return engine
+
+
+class _Reader:
+    """Reads, parses (once) and checks input lines into segments to store in order: runs of
+    plain lines as one PlainBatch, runs of other lines as MessageInner objects."""
+
+    def __init__(self, source, batcher: SpecBatcher, batch: int, report, dry_run: bool):
+        self.lines_of = _lines(source)
+        self.batcher, self.batch, self.report, self.dry_run = batcher, batch, report, dry_run
+        self.segments: list = []
+        self.pending = 0
+        self.lines = 0           # non-blank lines read
+        self.bytes_read = 0
+        self.done = False
+        self.prepared: dict[int, int] = {}   # half/prepared lines stored: their commitlog offsets
+        self.named: set[int] = set()          # half/prepared lines read, stored or not
+        self._held = None
+        self.settle = lambda: None   # waits until the lines read so far are stored
+
+    def _next(self):
+        if self._held is not None:
+            item, self._held = self._held, None
+            return item
+        for number, raw in self.lines_of:
+            self.bytes_read += len(raw)
+            spec, plain = parse_line(raw, number)
+            if spec is None and not plain:
+                continue   # a blank line
+            self.lines += 1
+            return number, raw, spec, plain
+        self.done = True
+        return None
+
+    def fill(self) -> None:
+        """Read until `batch` lines wait, the input ends, or a line names an earlier half or
+        prepared line while lines wait (they are stored first: it may name one of them)."""
+        batcher = self.batcher
+        while self.pending < self.batch:
+            item = self._next()
+            if item is None:
+                return
+            number, raw, spec, plain = item
+            refers = isinstance(spec, dict) and "preparedTransactionOffsetOf" in spec
+            if refers and self.pending and not self.dry_run:
+                self._held = item
+                return
+            if refers:
+                self.settle()   # the lines before it are stored: the one it names has its offset
+                ref = spec["preparedTransactionOffsetOf"]
+                if type(ref) is not int:
+                    raise UsageError(f"input line {number}: preparedTransactionOffsetOf must be a line index")
+                if ref in self.named and ref not in self.prepared:
+                    # it names a half/prepared line the store refused: not stored either
+                    self.report.puts([number], [PutResult(
+                        MESSAGE_ILLEGAL, topic=spec.get("topic"), queue_id=spec.get("queueId", -1),
+                        remark=f"preparedTransactionOffsetOf {ref}: that line was not stored")])
+                    continue
+            if not (plain and batcher.add(number, spec)):
+                if len(batcher):
+                    self.segments.append(("batch", *batcher.take(), None))
+                msg = batcher.message(number, spec, raw if plain else None, self.prepared)
+                named = _referable(spec)
+                if named:
+                    self.named.add(number - 1)
+                    if self.dry_run:
+                        self.prepared[number - 1] = 0
+                if not self.segments or self.segments[-1][0] != "messages":
+                    self.segments.append(("messages", [], [], []))
+                _, numbers, msgs, referable = self.segments[-1]
+                numbers.append(number)
+                msgs.append(msg)
+                referable.append(named)
+            self.pending += 1
+
+    def take(self) -> list:
+        """The segments read so far, in order; the reader starts afresh."""
+        if len(self.batcher):
+            self.segments.append(("batch", *self.batcher.take(), None))
+        segments, self.segments, self.pending = self.segments, [], 0
+        return segments
+
+
+class _Report:
+    """Each put as a JSON line (--json); else a table of a screenful of puts, or for more a
+    summary (counts per status, first and last commitlog offsets, the failures)."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+        self.count = 0
+        self.statuses: Counter = Counter()
+        self.rows: list = []          # the first puts, while they fit a screen
+        self.failures: list = []      # the first LISTED_FAILURES failed puts
+        self.failed = 0
+        self.first_line = self.last_line = None
+        self.first_offset = self.last_offset = None
+
+    def checked(self, lines: int) -> None:
+        if self.as_json:
+            output.emit_json({"type": "checked", "lines": lines})
+        else:
+            output.stdout().print(f"{lines:,} line(s) read and checked; nothing stored (--dry-run)",
+                                  highlight=False)
+
+    def puts(self, numbers: list, results) -> None:
+        if not len(results):
+            return
+        if self.first_line is None:
+            self.first_line = numbers[0]
+        self.last_line = numbers[-1]
+        if isinstance(results, BatchResults):   # every put PUT_OK
+            self.statuses[PUT_OK] += len(results)
+            if self.first_offset is None:
+                self.first_offset = results.wrote[0]
+            self.last_offset = results.wrote[-1]
+            if self.as_json:
+                sys.stdout.write(_json_lines(numbers, results))
+            elif self.count <= SCREENFUL:
+                self.rows.extend(zip(numbers[:SCREENFUL + 1], results[:SCREENFUL + 1]))
+            self.count += len(results)
+            return
+        for number, result in zip(numbers, results):
+            self.statuses[result.status] += 1
+            if result.ok:
+                if self.first_offset is None:
+                    self.first_offset = result.wrote_offset
+                self.last_offset = result.wrote_offset
+            else:
+                self.failed += 1
+                if len(self.failures) < LISTED_FAILURES:
+                    self.failures.append((number, result))
+            if self.as_json:
+                output.emit_json({"type": "put", "line": number, **result.to_json()})
+            elif self.count <= SCREENFUL:
+                self.rows.append((number, result))
+            self.count += 1
+
+    def finish(self, stopped: bool = False) -> None:
+        """The table or summary; exit 1 when a put failed.  stopped: a bad line ended the
+        input early, and the user must learn what was stored before it."""
+        if not self.as_json:
+            if self.count <= SCREENFUL:
+                _table(self.rows)
+            else:
+                self._summary()
+        if stopped:
+            if self.count:
+                output.note(f"input lines {self.first_line}-{self.last_line} were stored ({self.count:,} puts); "
+                            f"nothing after line {self.last_line} (go on from line {self.last_line + 1} once "
+                            f"the input is fixed: tail -n +{self.last_line + 1})")
+            else:
+                output.note("nothing was stored")
+        elif self.failed:
+            raise ProblemsFound(f"{self.failed} message(s) were not stored")
+
+    def _summary(self) -> None:
+        console = output.stdout()
+        counts = ", ".join(f"{status} {n:,}" for status, n in self.statuses.most_common())
+        console.print(f"{self.count:,} puts from input lines {self.first_line}-{self.last_line}: {counts}",
+                      highlight=False)
+        if self.first_offset is not None:
+            console.print(f"commitlog offsets of the first and last stored message: "
+                          f"{self.first_offset} .. {self.last_offset}", highlight=False)
+        if self.failures:
+            _table(self.failures, "not stored")
+            if self.failed > len(self.failures):
+                console.print(f"... and {self.failed - len(self.failures):,} more not stored "
+                              f"(--json reports every put)", highlight=False)
+
+
+def _table(rows, title=None) -> None:
+    table = output.TableStream(title, [
         ("#", {"justify": "right"}), ("status", {}), ("topic", {}), ("queue", {"justify": "right"}),
         ("queue offset", {"justify": "right"}), ("commitlog offset", {"justify": "right"}), ("msgId", {}),
         ("remark", {})])
-    failures = 0
-    single = None      # one message from options: built (and its --body-file read) before the store opens
-    if topic is not None:
-        spec = _option_spec(topic, queue_id, tags, keys, props, body, body_file, born_host, delay_level, flag)
-        single = _to_message(spec, 1, version, cluster, {}, allow_system_topics)
-    else:
-        source = sys.stdin.buffer if input_path == "-" else _open_input(input_path)
-    with MessageStore(config) as engine:
-        plan = engine.recovery_plan
-        if plan is not None and plan.changes_anything and (plan.data_end > plan.cut or plan.queue_cuts):
-            output.note(f"recovered the store first ({plan.mode}): cut at commitlog offset {plan.cut}; "
-                        f"cut bytes kept in {engine.quarantine.dir or 'the quarantine'}")
-
-        def report(number, result):
-            nonlocal failures
-            if result.status != PUT_OK:
-                failures += 1
-            if as_json:
-                output.emit_json({"type": "put", "line": number, **result.to_json()})
-            else:
-                table.add(number, result.status, result.topic, result.queue_id, result.queue_offset,
-                          result.wrote_offset, result.msg_id, result.remark or "")
-
-        if topic is not None:
-            report(1, engine.put(single))
-        else:
-            prepared: dict[int, int] = {}   # half/prepared lines stored: their commitlog offsets
-            named: set[int] = set()          # half/prepared lines read, stored or not
-            pending = []
-
-            def flush_pending():
-                results = engine.put_many([m for _, m, _ in pending])
-                for (number, _, referable), result in zip(pending, results):
-                    if result.ok and referable:
-                        prepared[number - 1] = result.wrote_offset
-                    report(number, result)
-                pending.clear()
-
-            for number, spec in _read_specs(source):
-                refers = isinstance(spec, dict) and "preparedTransactionOffsetOf" in spec
-                if refers and pending:
-                    flush_pending()
-                ref = spec["preparedTransactionOffsetOf"] if refers else None
-                if refers and ref in named and ref not in prepared:
-                    # it names a half/prepared line the store refused: not stored either
-                    report(number, PutResult(MESSAGE_ILLEGAL, topic=spec.get("topic"),
-                                             queue_id=spec.get("queueId", -1),
-                                             remark=f"preparedTransactionOffsetOf {ref}: that line was not stored"))
-                    continue
-                referable = _referable(spec)
-                if referable:
-                    named.add(number - 1)
-                pending.append((number, _to_message(spec, number, version, cluster, prepared,
-                                                    allow_system_topics), referable))
-                if len(pending) >= batch:
-                    flush_pending()
-            flush_pending()
-    if table is not None:
-        table.flush()
-    if failures:
-        raise ProblemsFound(f"{failures} message(s) were not stored")
+    for number, r in rows:
+        table.add(number, r.status, r.topic, r.queue_id, r.queue_offset, r.wrote_offset, r.msg_id, r.remark or "")
+    table.flush()
 
 
-def _check_input(path, version, cluster, allow_system_topics) -> None:
-    """Read an --input file through once before the store is touched, so that a bad line
-    stops the command with nothing stored.  (stdin cannot be read twice: its lines are
-    stored in batches as they come, and a bad one stops the command after the batches
-    before it, which the report lists.)"""
-    earlier: dict[int, int] = {}   # lines a preparedTransactionOffsetOf may name
-    with _open_input(path) as source:
-        for number, spec in _read_specs(source):
-            _to_message(spec, number, version, cluster, earlier, allow_system_topics)
-            if _referable(spec):
-                earlier[number - 1] = 0
-
+def _json_lines(numbers: list, results: BatchResults) -> str:
+    """The --json lines of a compiled batch, as PutResult.to_json gives them, made without
+    the objects (at hundreds of thousands of puts a second they would cost more than the puts)."""
+    prefixes = [encode_offset_msgid(address, port, 0)[:-16] for address, port, _ in results.hosts]
+    topics = {t: json.dumps(t, ensure_ascii=False) for t in set(results.topics)}
+    return "".join(
+        f'{{"type":"put","line":{n},"status":"PUT_OK","msgId":"{prefixes[h]}{w:016X}","wroteOffset":{w},'
+        f'"wroteBytes":{length},"queueOffset":{q},"storeTimestamp":{ts},"topic":{topics[t]},"queueId":{qid}}}\n'
+        for n, h, w, length, q, ts, t, qid in zip(numbers, results.store_ids, results.wrote, results.lengths,
+                                                  results.queue_offsets, results.store_ts, results.topics,
+                                                  results.queue_ids))
 
 def _referable(spec) -> bool:
     """Only a half or prepared transaction message is named by a later line's
@@ -238,11 +436,3 @@ def _is_tty(path) -> bool:
             return fh.isatty()
     except OSError:
         return False
-
-
-def _to_message(spec, number, version, cluster, prepared, allow_system_topics):
-    try:
-        return specs.to_message(spec, line=number, version=version, cluster=cluster,
-                                prepared_offsets=prepared, allow_system_topics=allow_system_topics)
-    except specs.SpecError as err:
-        raise UsageError(f"input {err}") from None

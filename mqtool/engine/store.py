@@ -243,15 +243,12 @@ class MessageStore:
         # -- end of reclaim hook
         writer = self.writer
         if len(messages) >= FAST_BATCH:
-            from mqtool.engine import batchappend
+            from mqtool.engine.batchappend import PlainBatch
 
-            with writer.lock:
-                appended = batchappend.append_plain(writer, messages)
-                if appended is not None:
-                    results, columns = appended
-                    batchappend.dispatch_columns(self.dispatcher, columns)
-            if appended is not None:
-                return self._after_append(results, wait_for_flush) or results
+            batch = PlainBatch.of_messages(messages)
+            results = None if batch is None else self._append_compiled(batch, wait_for_flush)
+            if results is not None:
+                return results
         encoded = [writer.encode(m) for m in messages]
         results: list[PutResult] = []
         ready = [e for e in encoded if isinstance(e, Encoded)]
@@ -262,6 +259,33 @@ class MessageStore:
             results.append(next(appended) if isinstance(enc, Encoded) else enc)
         self._after_append(results, wait_for_flush)
         return results
+
+    def put_batch(self, batch, *, wait_for_flush: bool = True):
+        """Put a PlainBatch (mqtool/engine/batchappend.py): the compiled path when every message
+        in it is plain, else put_many of its messages."""
+        if not self.opened:
+            raise RefusedError("the store is not open")
+        refused = self.reclaimer.refuse_puts(len(batch))
+        if refused is not None:
+            return refused
+        results = self._append_compiled(batch, wait_for_flush)
+        if results is None:
+            results = self.put_many(batch.messages if batch.messages is not None else batch.to_messages(),
+                                    wait_for_flush=wait_for_flush)
+        return results
+
+    def _append_compiled(self, batch, wait_for_flush: bool):
+        """The compiled append of a batch, or None when a message in it is not plain."""
+        from mqtool.engine import batchappend
+
+        with self.writer.lock:
+            appended = batchappend.append_batch(self.writer, batch)
+            if appended is not None:
+                results, columns = appended
+                batchappend.dispatch_columns(self.dispatcher, columns)
+        if appended is None:
+            return None
+        return self._after_append(results, wait_for_flush) or results
 
     def _after_append(self, results, wait_for_flush: bool) -> None:
         if not self.start_services or not len(results):

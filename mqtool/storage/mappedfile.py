@@ -188,6 +188,18 @@ class MappedFile(ReferenceResource):
                 self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
 
+    def drop_written_pages(self) -> None:
+        """Unmap from this process the pages appended so far (64 MiB at a time), so that a long
+        append keeps a flat resident set.  Safe for a writable shared mapping: a dirty page
+        stays dirty in the page cache and is written back as before; only this process's page
+        table entries go (a later read faults the page back in)."""
+        if not self.writable or not isinstance(self.buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        end = (self.wrote_position // PAGE_SIZE) * PAGE_SIZE
+        if end - self._dropped_until >= DONTNEED_STEP or (end > self._dropped_until and end >= self.file_size):
+            self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
+            self._dropped_until = end
+
     def populate(self, start: int, length: int) -> None:
         """Map [start, start+length) into this process in one go (MADV_POPULATE_READ, Linux
         5.14+) instead of one page fault per page: reading a page-cached file through the
