@@ -47,8 +47,9 @@ FEATURES = {f.name: f for f in (
     # offsets, clean and salvage do not handle LMQ queues: they refuse
     Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq"})),
     # consume queue extensions: verify-crc follows the addresses and checks the ext units;
-    # rebuild-cq writes ext units and addresses as the broker does (no filter bitmaps)
-    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"rebuild-cq"})),
+    # recover cuts them where the kept units stop pointing and, like rebuild-cq, writes ext units
+    # and addresses as the broker does (no filter bitmaps: refused)
+    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"recover", "rebuild-cq"})),
     Feature("batch-cq", "queue.type=BatchCQ", frozenset()),     # read and checked (dump, verify-crc); kept by no writer
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
     Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),
