@@ -166,7 +166,8 @@ def test_recover_cuts_ext_units_no_unit_points_at_and_writes_them_again(tmp_path
     assert plan["mode"] == "normal" and plan["redispatchFrom"] == offsets[34]
     # messages 34..39 are units 8-9 of Orders/0 (i % 4 == 2), 9 of Audit/0 and 17-19 of Orders/1; 9 ext units a
     # file: each queue's last file goes, and in the file before, the units after the kept ones and the short -1
-    cuts = {(e["topic"], e["queueId"]): (e["keepBytes"], e["bytesCut"], len(e["removedFiles"])) for e in plan["extCuts"]}
+    cuts = {(e["topic"], e["queueId"]): (e["keepBytes"], e["bytesCut"], len(e["removedFiles"]))
+            for e in plan["extCuts"]}
     assert cuts == {("Orders", 0): (160, 22, 1), ("Audit", 0): (180, 2, 1), ("Orders", 1): (EXT_FILE + 160, 22, 1)}
     assert snapshot(store) == files
     assert problems(run_cli, store) == []

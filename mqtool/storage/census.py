@@ -43,9 +43,10 @@ FEATURES = {f.name: f for f in (
     # clean report the pending units they leave dangling and keep their records (quarantine, trash)
     Feature("timer", "timerWheelEnable", _ALL),
     # LMQ: verify-crc checks the %LMQ% units against their records' multi-dispatch properties;
-    # recover and rebuild-cq multi-dispatch as the broker does.  append does not assign LMQ queue
-    # offsets, clean and salvage do not handle LMQ queues: they refuse
-    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq"})),
+    # recover and rebuild-cq multi-dispatch as the broker does; clean reclaims LMQ queue files as
+    # any consume queue's (CleanConsumeQueueService).  append does not assign LMQ queue offsets,
+    # salvage does not copy LMQ queues: they refuse
+    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq", "clean"})),
     # consume queue extensions: verify-crc follows the addresses and checks the ext units;
     # recover cuts them where the kept units stop pointing and, like rebuild-cq, writes ext units
     # and addresses as the broker does (no filter bitmaps: refused)
