@@ -9,7 +9,6 @@ import shutil
 import struct
 
 import pytest
-
 from damage import records
 
 TOPIC = "BatchT"
@@ -105,3 +104,5 @@ def test_writers_refuse_a_store_with_batch_queues(batch_store, run_cli):
     for command in (("recover", store), ("rebuild-cq", store), ("append", store, "--topic", "Plain", "--body", "x")):
         result = run_cli(*command)
         assert result.code == 3 and "batch-cq" in result.err, result.err
+    recover = run_cli("recover", store)     # says what it would get wrong
+    assert "truncateDirtyLogicFiles" in recover.err and "consumequeue/<topic>" in recover.err, recover.err

@@ -23,18 +23,22 @@ EXT = struct.Struct(">hqqh")
 STORE_TIME = 1795300000000
 
 
-def ext_store(tmp_path: Path, run_cli, *fmt) -> tuple[Path, dict]:
-    """A store of 40 messages in three queues with its consume queues moved to extension units.
-    Returns {relative path: bytes} of the consume queue and ext files as a broker writes them."""
+def ext_store(tmp_path: Path, run_cli, *fmt, count: int = 40, offsets: list | None = None) -> tuple[Path, dict]:
+    """A store of `count` messages in three queues with its consume queues moved to extension units.
+    Returns {relative path: bytes} of the consume queue and ext files as a broker writes them;
+    the records' commitlog offsets are added to `offsets`."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     store = tmp_path / "store"
     spec = tmp_path / "spec.jsonl"
     spec.write_text("".join(json.dumps({"topic": "Orders" if i % 4 else "Audit", "queueId": i % 2,
                                         "tags": f"T{i % 5}", "body": f"m{i}", "storeTimestamp": STORE_TIME + i})
-                            + "\n" for i in range(40)))
+                            + "\n" for i in range(count)))
     result = run_cli("append", store, "--input", spec, "--json", "--set", f"mappedFileSizeConsumeQueue={CQ_FILE}",
                      *fmt)
     assert result.code == 0, result.err
     stored = {line["wroteOffset"]: (f"T{i % 5}", STORE_TIME + i) for i, line in enumerate(result.json_lines())}
+    if offsets is not None:
+        offsets.extend(line["wroteOffset"] for line in result.json_lines())
     files = {}
     for queue_dir in sorted(p for p in (store / "consumequeue").glob("*/*") if p.is_dir()):
         topic, queue_id = queue_dir.parent.name, queue_dir.name
@@ -110,6 +114,61 @@ def test_rebuild_cq_writes_ext_units_and_addresses_as_the_broker(tmp_path, run_c
             path.unlink()
     result = run_cli("rebuild-cq", store, "--json", "--set", f"mappedFileSizeConsumeQueue={CQ_FILE}")
     assert result.code == 0, result.err
+    assert snapshot(store) == files
+    assert problems(run_cli, store) == []
+
+
+@pytest.mark.parametrize("fmt", [(), ("--set", "storeFormat=5")], ids=["4.9.8", "5.3.3"])
+def test_recover_cuts_ext_units_with_the_queues_at_a_damaged_commitlog_tail(tmp_path, run_cli, fmt):
+    """The commitlog damaged at message 27: recovery cuts the records from there, the units pointing
+    at them and the ext units only those pointed at; left is what a broker writes for 27 messages."""
+    offsets = []
+    store, files = ext_store(tmp_path / "full", run_cli, *fmt, offsets=offsets)
+    _, expected = ext_store(tmp_path / "prefix", run_cli, *fmt, count=27)
+    assert len(expected) < len(files)                 # whole cq and ext files go too
+    log = store / "commitlog" / f"{0:020d}"
+    with open(log, "r+b") as fh:
+        fh.seek(offsets[27] + 4)
+        fh.write(b"\x0b\xad\xf0\x0d")                   # not a magic code: the valid data ends there
+    dry = run_cli("recover", store, "--dry-run", "--json")
+    assert dry.code == 1, dry.err
+    plan = dry.json_lines()[0]
+    assert plan["cut"] == offsets[27]
+    assert {(e["topic"], e["queueId"]) for e in plan["extCuts"]} == {("Orders", 0), ("Orders", 1), ("Audit", 0)}
+    text = run_cli("recover", store, "--dry-run")
+    assert "would cut consume queue extension Orders/1 at ext offset" in text.out, text.out
+    assert snapshot(store) == files                   # a dry run changes nothing
+    result = run_cli("recover", store, "--json")
+    assert result.code == 0, result.out + result.err
+    assert snapshot(store) == expected
+    manifest = json.loads(next((store / "quarantine").glob("*/manifest.json")).read_text())
+    saved = {(Path(e["source"]).relative_to(store).parts[0], e["kind"]) for e in manifest["entries"]}
+    assert saved >= {("consumequeue_ext", "range"), ("consumequeue_ext", "file"), ("commitlog", "range")}
+    assert problems(run_cli, store) == []
+
+
+def test_recover_cuts_ext_units_no_unit_points_at_and_writes_them_again(tmp_path, run_cli):
+    """A crash after the last 6 records' ext units were written but before their consume queue
+    units were: recovery cuts the ext tail past the last unit that points into it
+    (truncateByMaxAddress) and dispatches the 6 records again, ext units first."""
+    offsets = []
+    store, files = ext_store(tmp_path, run_cli, offsets=offsets)
+    for path in (store / "consumequeue").rglob("*"):
+        data = bytearray(path.read_bytes()) if path.is_file() else None
+        for pos in range(0, len(data or b""), 20):
+            if UNIT.unpack_from(data, pos)[0] >= offsets[34] and any(data[pos:pos + 20]):
+                data[pos:pos + 20] = bytes(20)
+        if data is not None:
+            path.write_bytes(bytes(data))
+    result = run_cli("recover", store, "--json")
+    assert result.code == 0, result.out + result.err
+    plan = result.json_lines()[0]
+    assert plan["mode"] == "normal" and plan["redispatchFrom"] == offsets[34]
+    # messages 34..39 are units 8-9 of Orders/0 (i % 4 == 2), 9 of Audit/0 and 17-19 of Orders/1; 9 ext units a
+    # file: each queue's last file goes, and in the file before, the units after the kept ones and the short -1
+    cuts = {(e["topic"], e["queueId"]): (e["keepBytes"], e["bytesCut"], len(e["removedFiles"]))
+            for e in plan["extCuts"]}
+    assert cuts == {("Orders", 0): (160, 22, 1), ("Audit", 0): (180, 2, 1), ("Orders", 1): (EXT_FILE + 160, 22, 1)}
     assert snapshot(store) == files
     assert problems(run_cli, store) == []
 

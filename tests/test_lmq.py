@@ -16,18 +16,18 @@ CQ_FILE = 200          # consume queue files of 10 units: LMQ queues span severa
 FORMATS = {"4.9.8": (), "5.3.3": ("--set", "storeFormat=5")}
 
 
-def messages() -> list[Lmq]:
+def messages(count: int = 30) -> list[Lmq]:
     """30 messages of two topics; most go to one or two of three LMQ queues, some to none."""
     out = []
-    for i in range(30):
+    for i in range(count):
         lmq = [name for k, name in enumerate(("%LMQ%alpha", "%LMQ%beta", "%LMQ%gamma")) if i % (k + 2) == 0]
         out.append(Lmq("Orders" if i % 3 else "Payments", i % 2, f"Tag{i % 4}", lmq))
     return out
 
 
-def lmq_store(tmp_path: Path, run_cli, fmt: str) -> tuple[Path, list[Lmq], dict]:
+def lmq_store(tmp_path: Path, run_cli, fmt: str, count: int = 30) -> tuple[Path, list[Lmq], dict]:
     store = tmp_path / "store"
-    msgs = messages()
+    msgs = messages(count)
     append_messages(run_cli, store, msgs, tmp_path, "--set", f"mappedFileSizeConsumeQueue={CQ_FILE}",
                     "--set", "mappedFileSizeCommitLog=8192", *FORMATS[fmt])
     files = write_lmq_queues(store, msgs, CQ_FILE)
@@ -125,6 +125,40 @@ def test_recover_multi_dispatches_what_a_crash_left_out(tmp_path, run_cli, fmt):
     result = run_cli("recover", store, "--json")
     assert result.code == 0, result.out + result.err
     assert snapshot(store) == before
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_clean_reclaims_lmq_queue_files_as_the_other_queues(tmp_path, run_cli, fmt):
+    """CleanConsumeQueueService walks every queue of the table, LMQ ones too: a file whose last
+    unit points below the commitlog's new minimum offset goes (never a queue's last file)."""
+    store, msgs, files = lmq_store(tmp_path, run_cli, fmt, count=120)
+    before = {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    logs = sorted((store / "commitlog").iterdir())
+    assert len(logs) >= 3          # two closed files to delete, the active one kept
+    new_min = int(logs[2].name)
+    gone = set()
+    for name in broker_view(msgs):
+        paths = sorted(p for p in files if p.startswith(f"consumequeue/{name}/"))
+        for path in paths[:-1]:
+            data = files[path]
+            last = max(pos for pos in range(0, len(data), 20) if any(data[pos:pos + 20]))
+            if int.from_bytes(data[last:last + 8], "big") >= new_min:
+                break
+            gone.add(path)
+    assert len(gone) >= 3
+    result = run_cli("clean", store, "--now", "--retention-ms", "0", "--max-files", "2", "--json")
+    assert result.code == 0, result.err
+    staged = {line["file"] for line in result.json_lines()
+              if line["type"] == "decision" and line["kind"] == "consumequeue" and "%LMQ%" in line["file"]}
+    assert staged == gone
+    assert {f for f in files if (store / f).exists()} == set(files) - gone
+    assert {str(p.relative_to(store / "trash")) for p in (store / "trash" / "consumequeue").rglob("*")
+            if p.is_file() and "%LMQ%" in str(p)} == gone
+    assert problems(run_cli, store) == []
+    assert run_cli("clean", store, "--undo").code == 0
+    assert {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*") if p.is_file()
+            and not str(p.relative_to(store)).startswith(("trash", "config", "checkpoint"))} == {
+        k: v for k, v in before.items() if not k.startswith(("trash", "config", "checkpoint"))}
 
 
 def test_without_multi_dispatch_lmq_units_are_units_of_another_topic(tmp_path, run_cli):

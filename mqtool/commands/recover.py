@@ -76,7 +76,8 @@ def _cannot_load(layout, store):
         if exc.path is None:
             raise
         path = Path(exc.path)
-        scope = ("cq" if path.is_relative_to(layout.consumequeue_dir)
+        queues = (layout.consumequeue_dir, layout.consumequeue_ext_dir)
+        scope = ("cq" if any(path.is_relative_to(d) for d in queues)
                  else "index" if path.is_relative_to(layout.index_dir) else "commitlog")
         raise DataError(f"{exc.message}; recovery cannot load it and changed nothing; next: "
                         f"{'; then '.join(_next_steps([scope], store))}", path=exc.path) from None
@@ -143,6 +144,10 @@ def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=(), left=()) 
     for cut in plan.queue_cuts:
         lines.append(f"  {verb}cut consume queue {cut.topic}/{cut.queue_id} to {cut.keep_bytes // 20} units "
                      f"({cut.reason})")
+    for ext in plan.ext_cuts:
+        lines.append(f"  {verb}cut consume queue extension {ext.topic}/{ext.queue_id} at ext offset {ext.keep} "
+                     f"({ext.written_end - ext.keep:,} bytes, {len(ext.removed_files)} later file(s); "
+                     "no unit points there)")
     for path in plan.dropped_index_files:
         lines.append(f"  {verb}drop index file {path} (newer than the checkpoint)")
     for path in plan.rebuilt_index_files:

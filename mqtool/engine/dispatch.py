@@ -75,13 +75,17 @@ class Dispatcher:
         does (also for a record whose unit turns out to be there already)."""
         if self.ext_dir is None:
             return req.tags_code
-        key = (req.topic, req.queue_id)
+        return self.ext_queue(req.topic, req.queue_id).put(req.tags_code, req.store_timestamp)
+
+    def ext_queue(self, topic: str, queue_id: int) -> ExtQueue:
+        """The extension file queue of a consume queue (its files loaded, when it has some)."""
+        key = (topic, queue_id)
         queue = self.ext_queues.get(key)
         if queue is None:
-            queue = ExtQueue(self.ext_dir / req.topic / str(req.queue_id), self.ext_file_size, writable=True,
+            queue = ExtQueue(self.ext_dir / topic / str(queue_id), self.ext_file_size, writable=self.writable,
                              on_create=self.on_create)
             self.ext_queues[key] = queue
-        return queue.put(req.tags_code, req.store_timestamp)
+        return queue
 
     def dispatch_multi(self, req: DispatchRequest) -> int:
         """The units a broker with enableMultiDispatch adds after the record's own one (its tags

@@ -29,7 +29,7 @@ from mqtool.engine.redispatch import part_tasks, redispatch, scanned_on
 from mqtool.engine.storecheckpoint import StoreCheckpoint
 from mqtool.errors import RefusedError
 from mqtool.formats.commitlog import Record
-from mqtool.storage import census, commitlog, fsutil, topics
+from mqtool.storage import census, commitlog, consumequeueext, fsutil, topics
 from mqtool.storage.commitlog import Problem
 
 
@@ -65,7 +65,7 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
     The caller holds the store's lock.  engine (a SparkEngine): the commitlog's parts are
     walked, checked and parsed as its tasks; the files are written here, in commitlog order."""
     census.take(layout).refuse_unsafe("rebuild-cq")
-    with_ext = ext_in_use(layout)
+    with_ext = consumequeueext.in_use(layout, "rebuild-cq")
     from mqtool.native import appendkernels, fastscan
 
     config = layout.config
@@ -165,34 +165,6 @@ def _swap_in(layout, stage: Path, built: set, wanted, with_index: bool, quaranti
                 os.replace(path, layout.index_dir / path.name)
         fsutil.fsync_dir(layout.index_dir)
     return removed
-
-
-def ext_in_use(layout) -> bool:
-    """enableConsumeQueueExt: given, or the store has consumequeue_ext/ (a broker with it on wrote
-    it).  Refused (exit 3) when units carry filter bitmaps (enableCalcFilterBitMap): they come from
-    the consumers' SQL92 filters, which mqtool does not evaluate."""
-    from mqtool.storage.consumequeueext import ExtQueue
-
-    root = layout.consumequeue_ext_dir
-    on = layout.config.enableConsumeQueueExt or root.is_dir()
-    if not on:
-        return False
-    if str(layout.config.extra.get("enableCalcFilterBitMap", "")).strip().lower() == "true":
-        raise RefusedError("enableCalcFilterBitMap: the consume queue extension units carry filter bitmaps "
-                           "computed from the consumers' SQL92 filters, which rebuild-cq cannot compute",
-                           path=root)
-    size = layout.consume_queue_ext_file_size()
-    for topic in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        for directory in sorted(p for p in topic.iterdir() if p.is_dir()):
-            queue = ExtQueue(directory, size)
-            try:
-                if queue.has_bitmaps():
-                    raise RefusedError("consume queue extension units carry filter bitmaps "
-                                       "(enableCalcFilterBitMap), computed from the consumers' SQL92 filters, "
-                                       "which rebuild-cq cannot compute", path=directory)
-            finally:
-                queue.close()
-    return True
 
 
 def _swap_in_ext(layout, stage: Path, wanted, quarantine) -> None:

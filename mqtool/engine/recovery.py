@@ -19,8 +19,10 @@ ended after the checkpoint's index time are dropped first, as the broker does.
 Both: consume-queue units pointing at or beyond the cut are cut; the commitlog
 bytes after the cut (in the cut's file) are zeroed and later files removed,
 every byte kept in the quarantine first; files keep their mapped size.
+Consume queue extensions (ConsumeQueueExt.recover + truncateByMaxAddress): each queue's ext
+files end just past the ext unit its last kept unit points at; the rest is cut like the queues.
 Finally the records between the consume queues' end and the cut are
-dispatched (the broker's reput at start).
+dispatched (the broker's reput at start), ext units first.
 
 The 5.x timer store is left as it is: its units stay in the timerlog and on the wheel (a
 broker's own timer recovery reads them back unchanged; rewriting chains would be a second,
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import RefusedError
+from mqtool.formats import consumequeueext as ext_format
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
@@ -60,6 +63,26 @@ class QueueCut:
 
 
 @dataclass
+class ExtCut:
+    """Where a consume queue's extension files end after recovery (truncateByMaxAddress): just
+    past the unit its last kept unit points at.  Bytes from there to written_end are zeroed and
+    later files removed, all kept in the quarantine first."""
+    topic: str
+    queue_id: int
+    keep: int                # ext queue offset the files end at after the cut
+    written_end: int         # how far non-zero bytes reach in the file holding keep
+    removed_files: list[Path] = field(default_factory=list)
+
+    @property
+    def cuts(self) -> bool:
+        return self.written_end > self.keep or bool(self.removed_files)
+
+    def to_json(self) -> dict:
+        return {"topic": self.topic, "queueId": self.queue_id, "keepBytes": self.keep,
+                "bytesCut": max(0, self.written_end - self.keep), "removedFiles": [str(p) for p in self.removed_files]}
+
+
+@dataclass
 class RecoveryPlan:
     mode: str                                  # "normal" or "abnormal"
     walk_from: int                             # commitlog offset the walk started at
@@ -67,6 +90,7 @@ class RecoveryPlan:
     data_end: int                              # how far non-zero bytes reach (>= cut)
     removed_files: list[Path] = field(default_factory=list)   # commitlog files beyond the cut
     queue_cuts: list[QueueCut] = field(default_factory=list)
+    ext_ends: list[ExtCut] = field(default_factory=list)     # every extension file queue's end
     dropped_index_files: list[Path] = field(default_factory=list)    # newer than the checkpoint (crash)
     rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
     empty_files: list[Path] = field(default_factory=list)   # 0-byte newest files a crash left (5.x deletes them)
@@ -77,8 +101,13 @@ class RecoveryPlan:
 
     @property
     def changes_anything(self) -> bool:
-        return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts or self.empty_files
+        return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts or self.ext_cuts
+                    or self.empty_files
                     or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut)
+
+    @property
+    def ext_cuts(self) -> list[ExtCut]:
+        return [e for e in self.ext_ends if e.cuts]
 
     def to_json(self) -> dict:
         return {
@@ -88,6 +117,7 @@ class RecoveryPlan:
                            "keepUnits": q.keep_bytes // UNIT_SIZE,
                            "unitsCut": max(0, (q.written_end - q.keep_bytes) // UNIT_SIZE),
                            "reason": q.reason} for q in self.queue_cuts],
+            "extCuts": [e.to_json() for e in self.ext_cuts],
             "droppedIndexFiles": [str(p) for p in self.dropped_index_files],
             "emptyFiles": [str(p) for p in self.empty_files],
             "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
@@ -137,6 +167,27 @@ def queue_cut_for(cq, phy_offset: int, end: int) -> int:
         if count:
             break
     return keep
+
+
+def ext_end(cq, keep: int, ext) -> ExtCut:
+    """ConsumeQueueExt.recover + truncateByMaxAddress: the extension files end just past the unit
+    the last kept unit with an ext address points at (all of them cut when none does).  A unit
+    missing there is left for verify-crc to report: nothing is cut, as the broker logs and goes on."""
+    end = ext.files.min_offset
+    for mf in reversed([mf for mf in cq.files.files if mf.file_from_offset < keep]):
+        count = min(mf.file_size, keep - mf.file_from_offset) // UNIT_SIZE
+        tags = [t for _, _, t in UNIT_STRUCT.iter_unpack(mf.buf[:count * UNIT_SIZE]) if ext_format.is_ext_addr(t)]
+        if tags:
+            end = ext.unit_end(tags[-1])
+            break
+    files = ext.files.files
+    holder = ext.files.find_by_offset(end) if end is not None else None
+    if holder is None:           # a unit not there, or the end is past the files: nothing to cut
+        last = files[-1]
+        return ExtCut(cq.topic, cq.queue_id, max(ext.written_end(last), last.file_from_offset),
+                      ext.written_end(last))
+    return ExtCut(cq.topic, cq.queue_id, end, max(ext.written_end(holder), end),
+                  [mf.path for mf in files if mf.file_from_offset > holder.file_from_offset])
 
 
 def _first_store_time(mf) -> int | None:
@@ -252,6 +303,9 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
             reason = "units beyond the commitlog's end" if keep < end else "invalid units after the last valid one"
             result.queue_cuts.append(QueueCut(topic, queue_id, keep, written_end, reason))
         max_cq_physic = max(max_cq_physic, max_physic)
+        ext = store.dispatcher.ext_queues.get((topic, queue_id))
+        if ext is not None and ext.files.files:
+            result.ext_ends.append(ext_end(cq, keep, ext))
     result.dropped_index_files = list(store.dropped_index_files)
     queues = [store.commitlog_queue] + [cq.files for _, cq in sorted(store.dispatcher.queues.items())]
     result.empty_files = [q.empty_file for q in queues + [store.index] if q.empty_file is not None]
@@ -329,6 +383,8 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
         if not any(q.topic == cq.topic and q.queue_id == cq.queue_id for q in p.queue_cuts):
             _set_queue_end(cq, end)
         cq.max_physic_offset = max_physic
+    for ec in p.ext_ends:
+        _cut_ext(store.dispatcher.ext_queue(ec.topic, ec.queue_id), ec, quarantine)
     # 3. index files: the broker's crash rule, and files with entries past the cut
     index = store.index
     for path in p.dropped_index_files:
@@ -370,3 +426,16 @@ def _cut_queue(cq, qc: QueueCut, quarantine) -> None:
     cq.files.truncate_dirty_files(keep, remove=lambda f: quarantine.move_file(
         f.path, f"consume queue file beyond queue offset {keep // UNIT_SIZE}"))
     cq.files.set_where(keep)
+
+
+def _cut_ext(ext, ec: ExtCut, quarantine) -> None:
+    """An extension file queue cut where its consume queue's units stop pointing (ExtCut)."""
+    mf = ext.files.find_by_offset(ec.keep)
+    if mf is not None and ec.written_end > ec.keep:
+        start, end = ec.keep - mf.file_from_offset, ec.written_end - mf.file_from_offset
+        quarantine.save_range(mf.path, mf.buf, start, end,
+                              f"consume queue extension units no unit points at, from ext offset {ec.keep} on")
+        mf.buf[start:end] = bytes(end - start)
+    ext.files.truncate_dirty_files(ec.keep, remove=lambda f: quarantine.move_file(
+        f.path, f"consume queue extension file beyond ext offset {ec.keep}"))
+    ext.files.set_where(ec.keep)

@@ -35,7 +35,7 @@ from mqtool.errors import NotAStoreError, RefusedError
 from mqtool.formats import markers
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_offset_name
-from mqtool.storage import census
+from mqtool.storage import census, consumequeueext
 from mqtool.storage.config import StoreConfig
 from mqtool.storage.layout import discover
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -145,13 +145,18 @@ class MessageStore:
             self.adopt(layout.checkpoint_path)
         self.index = IndexService(layout.index_dir, config.maxHashSlotNum, config.maxIndexNum,
                                   clock=self.clock, checkpoint=self.checkpoint, on_create=self.adopt)
+        with_ext = consumequeueext.in_use(layout, self.writer_name)   # census: only writers that keep it
         self.dispatcher = Dispatcher(layout.consumequeue_dir, config.consume_queue_file_size(),
                                      index_service=self.index, checkpoint=self.checkpoint,
                                      message_index_enable=config.messageIndexEnable,
                                      on_create=self._adopt_tree, writable=not dry_run,
-                                     multi_dispatch=census.multi_dispatch(layout))
+                                     multi_dispatch=census.multi_dispatch(layout),
+                                     ext_dir=layout.consumequeue_ext_dir if with_ext else None,
+                                     ext_file_size=layout.consume_queue_ext_file_size())
         for topic, queue_id, _ in layout.consume_queues():
             self.dispatcher.queue(topic, queue_id)
+            if with_ext and layout.consume_queue_ext_dir(topic, queue_id).is_dir():
+                self.dispatcher.ext_queue(topic, queue_id)
         self.dropped_index_files = self.index.load(not abnormal, self.checkpoint.index_msg_timestamp,
                                                    writable=not dry_run)
         self.quarantine = Quarantine(self.root, base_dir=self.quarantine_dir, enabled=self.keep_cut_bytes,

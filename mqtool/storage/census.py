@@ -32,6 +32,7 @@ class Feature:
     setting: str                 # the broker setting (or topic attribute) that makes it
     kept_by: frozenset           # the writers that keep it consistent
     status: str = UNDERSTOOD     # how far mqtool reads it
+    why: dict = field(default_factory=dict)   # writer -> what it would get wrong (its refusal says so)
 
 
 _ALL = frozenset(WRITERS)
@@ -43,13 +44,25 @@ FEATURES = {f.name: f for f in (
     # clean report the pending units they leave dangling and keep their records (quarantine, trash)
     Feature("timer", "timerWheelEnable", _ALL),
     # LMQ: verify-crc checks the %LMQ% units against their records' multi-dispatch properties;
-    # recover and rebuild-cq multi-dispatch as the broker does.  append does not assign LMQ queue
-    # offsets, clean and salvage do not handle LMQ queues: they refuse
-    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq"})),
+    # recover and rebuild-cq multi-dispatch as the broker does; clean reclaims LMQ queue files as
+    # any consume queue's (CleanConsumeQueueService).  append does not assign LMQ queue offsets,
+    # salvage does not copy LMQ queues: they refuse
+    Feature("lmq", "enableLmq / enableMultiDispatch", frozenset({"recover", "rebuild-cq", "clean"})),
     # consume queue extensions: verify-crc follows the addresses and checks the ext units;
-    # rebuild-cq writes ext units and addresses as the broker does (no filter bitmaps)
-    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"rebuild-cq"})),
-    Feature("batch-cq", "queue.type=BatchCQ", frozenset()),     # read and checked (dump, verify-crc); kept by no writer
+    # recover cuts them where the kept units stop pointing and, like rebuild-cq, writes ext units
+    # and addresses as the broker does (no filter bitmaps: refused)
+    Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"recover", "rebuild-cq"})),
+    # BatchCQ: read and checked (dump, verify-crc); kept by no writer
+    Feature("batch-cq", "queue.type=BatchCQ", frozenset(), why={
+        "append": "append writes no batch consume queue units (msgBaseOffset, batchSize) and would dispatch "
+                  "the topic's records into consumequeue/",
+        "recover": "recover neither cuts batch consume queue units at or past its cut "
+                   "(BatchConsumeQueue.truncateDirtyLogicFiles) nor dispatches batch topics into "
+                   "batchconsumequeue/ (it would create consumequeue/<topic>)",
+        "rebuild-cq": "rebuild-cq does not write batchconsumequeue/ (it would dispatch batch topics into "
+                      "consumequeue/)",
+        "clean": "clean does not delete batch consume queue files below the new minimum offset "
+                 "(BatchConsumeQueue.deleteExpiredFile)"}),
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
     Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),
     Feature("dledger", "enableDLegerCommitLog", frozenset(), READ_ONLY),
@@ -157,8 +170,9 @@ class Census:
             if writer not in feature.kept_by:
                 where = (", ".join(e.path for e in self.entries if e.feature == name) or self.declared.get(name)
                          or "the broker's settings")
+                why = f": {feature.why[writer]}" if writer in feature.why else ""
                 return (f"the store uses {name} ({feature.setting}: {where}), which {writer} cannot keep "
-                        "consistent")
+                        f"consistent{why}")
         return None
 
     def refuse_unsafe(self, writer: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool.errors import RefusedError
 from mqtool.formats import consumequeueext as ext
 from mqtool.storage.layout import list_store_files
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -60,6 +61,17 @@ class ExtQueue:
             return ext.decorate(where)
         raise ValueError(f"consume queue extension files of {self.file_size} bytes cannot hold a unit")
 
+    def unit_end(self, address: int) -> int | None:
+        """The offset just past the unit at address (truncateByMaxAddress keeps up to there)."""
+        unit = self.get(address)
+        return None if unit is None else ext.undecorate(address) + unit.size
+
+    def written_end(self, mf) -> int:
+        """How far non-zero bytes reach in file mf (a queue offset): what a cut there zeroes."""
+        from mqtool.storage.commitlog import _last_nonzero
+
+        return mf.file_from_offset + _last_nonzero(mf.buf, 0, mf.file_size) + 1
+
     def has_bitmaps(self) -> bool:
         """Does any unit carry a filter bitmap (enableCalcFilterBitMap: not rebuilt by mqtool)?"""
         for mf in self.files:
@@ -78,3 +90,26 @@ class ExtQueue:
 
     def close(self) -> None:
         self.files.close()
+
+
+def in_use(layout, writer: str) -> bool:
+    """enableConsumeQueueExt: given, or the store has consumequeue_ext/ (a broker with it on wrote
+    it).  Refused (exit 3) when units carry filter bitmaps (enableCalcFilterBitMap): they come from
+    the consumers' SQL92 filters, which mqtool does not evaluate, so `writer` cannot write them."""
+    root = layout.consumequeue_ext_dir
+    if not (layout.config.enableConsumeQueueExt or root.is_dir()):
+        return False
+    why = (f"the consume queue extension units carry filter bitmaps (enableCalcFilterBitMap), computed from "
+           f"the consumers' SQL92 filters, which {writer} cannot compute")
+    if str(layout.config.extra.get("enableCalcFilterBitMap", "")).strip().lower() == "true":
+        raise RefusedError(why, path=root)
+    size = layout.consume_queue_ext_file_size()
+    for topic in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        for directory in sorted(p for p in topic.iterdir() if p.is_dir()):
+            queue = ExtQueue(directory, size)
+            try:
+                if queue.has_bitmaps():
+                    raise RefusedError(why, path=directory)
+            finally:
+                queue.close()
+    return True
