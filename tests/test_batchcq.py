@@ -14,6 +14,7 @@ from damage import records
 TOPIC = "BatchT"
 UNIT = struct.Struct(">qiqqqhii")
 FILE_UNITS = 100
+TAGS_CODE = ord("T")      # String.hashCode of the one-character tags "T"
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def batch_store(tmp_path, run_cli):
         topic = data[topic_len_at + 1:topic_len_at + 1 + data[topic_len_at]].decode()
         if topic == TOPIC:
             store_time = struct.unpack_from(">q", data, pos + 56)[0]
-            units.append((pos, size, 0, store_time, len(units), 1, -1, 0))
+            units.append((pos, size, TAGS_CODE, store_time, len(units), 1, -1, 0))
     folder = store / "batchconsumequeue" / TOPIC / "0"
     folder.mkdir(parents=True)
     path = folder / "00000000000000000000"
@@ -101,8 +102,41 @@ def test_verify_finds_a_batch_queue_behind_its_records(batch_store, run_cli):
 
 def test_writers_refuse_a_store_with_batch_queues(batch_store, run_cli):
     store, _, _ = batch_store
-    for command in (("recover", store), ("rebuild-cq", store), ("append", store, "--topic", "Plain", "--body", "x")):
+    for command in (("rebuild-cq", store), ("append", store, "--topic", "Plain", "--body", "x")):
         result = run_cli(*command)
         assert result.code == 3 and "batch-cq" in result.err, result.err
-    recover = run_cli("recover", store)     # says what it would get wrong
-    assert "truncateDirtyLogicFiles" in recover.err and "consumequeue/<topic>" in recover.err, recover.err
+    rebuild = run_cli("rebuild-cq", store)     # says what it would get wrong
+    assert "consumequeue/" in rebuild.err, rebuild.err
+
+
+def _pack(units) -> bytes:
+    return b"".join(UNIT.pack(*u) for u in units).ljust(FILE_UNITS * UNIT.size, b"\0")
+
+
+@pytest.mark.parametrize("lag", [None, 5], ids=["queue-ahead-of-the-cut", "queue-behind-redispatched"])
+def test_recover_cuts_batch_units_past_the_cut_and_dispatches_batch_records_into_them(batch_store, run_cli, lag):
+    """Record 8 damaged: the commitlog ends there, so units 8.. go (truncateDirtyLogicFiles) and are
+    kept in the quarantine; a queue that lags (units 5.. never written) gets the records up to the cut
+    dispatched again as putBatchMessagePositionInfo writes them, into batchconsumequeue/ only."""
+    store, path, units = batch_store
+    log = sorted((store / "commitlog").iterdir())[0]
+    data = bytearray(log.read_bytes())
+    data[units[8][0] + 4:units[8][0] + 8] = b"\0\0\0\0"          # magic code of record 8
+    log.write_bytes(bytes(data))
+    if lag is not None:
+        path.write_bytes(_pack(units[:lag]))
+    result = run_cli("recover", "--json", store)
+    assert result.code == 0, result.err
+    plan = next(line for line in result.json_lines() if line["type"] == "plan")
+    assert plan["cut"] == units[8][0]
+    assert path.read_bytes() == _pack(units[:8])
+    cuts = plan["batchQueueCuts"]
+    if lag is None:
+        assert [(c["topic"], c["queueId"], c["keepUnits"], c["unitsCut"]) for c in cuts] == [(TOPIC, 0, 8, 4)]
+        (saved,) = (store / "quarantine").glob(f"*/batchconsumequeue/{TOPIC}/0/*.bin")
+        assert saved.read_bytes() == b"".join(UNIT.pack(*u) for u in units[8:])
+    else:
+        assert cuts == [] and plan["redispatchFrom"] == units[lag - 1][0] + units[lag - 1][1]
+    assert not (store / "consumequeue" / TOPIC).exists()
+    verify = run_cli("verify-crc", "--json", store)
+    assert verify.code == 0, verify.out
