@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+from pathlib import Path
 
 import pytest
 from damage import records
@@ -102,11 +103,11 @@ def test_verify_finds_a_batch_queue_behind_its_records(batch_store, run_cli):
 
 def test_writers_refuse_a_store_with_batch_queues(batch_store, run_cli):
     store, _, _ = batch_store
-    for command in (("rebuild-cq", store), ("append", store, "--topic", "Plain", "--body", "x")):
-        result = run_cli(*command)
-        assert result.code == 3 and "batch-cq" in result.err, result.err
-    rebuild = run_cli("rebuild-cq", store)     # says what it would get wrong
-    assert "consumequeue/" in rebuild.err, rebuild.err
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    result = run_cli("append", store, "--topic", "Plain", "--body", "x")
+    assert result.code == 3 and "batch-cq" in result.err, result.err
+    assert "msgBaseOffset" in result.err and "consumequeue/" in result.err    # says what it would get wrong
+    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
 
 
 def _pack(units) -> bytes:
@@ -140,3 +141,26 @@ def test_recover_cuts_batch_units_past_the_cut_and_dispatches_batch_records_into
     assert not (store / "consumequeue" / TOPIC).exists()
     verify = run_cli("verify-crc", "--json", store)
     assert verify.code == 0, verify.out
+
+
+def test_rebuild_cq_writes_batch_queues_and_no_consume_queue_for_a_batch_topic(batch_store, run_cli):
+    """The batch queue rebuilt from the commitlog is the hand-built one, byte for byte; the old
+    files (a damaged batch queue, and a consume queue a batch topic must not have) go to the
+    quarantine."""
+    store, path, units = batch_store
+    damaged = _pack(units[:3] + [(5, 1, 2, 3, 4, 1, -1, 0)])
+    path.write_bytes(damaged)
+    stray = store / "consumequeue" / TOPIC / "0" / "00000000000000000000"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(bytes(6000))
+    result = run_cli("rebuild-cq", "--json", store)
+    assert result.code == 0, result.err
+    report = result.json_lines()[-1]
+    assert {"topic": TOPIC, "queueId": 0, "units": 12} in report["queues"]
+    assert path.read_bytes() == _pack(units)
+    assert not (store / "consumequeue" / TOPIC).exists()
+    quarantine = Path(report["quarantine"])
+    assert (quarantine / "batchconsumequeue" / TOPIC / "0" / path.name).read_bytes() == damaged
+    assert (quarantine / "consumequeue" / TOPIC / "0" / stray.name).exists()
+    assert not list(store.glob(".rebuild-*"))
+    assert run_cli("verify-crc", store).code == 0

@@ -64,7 +64,7 @@ FEATURES = [  # (name, how to lay it out, the setting the refusal names, writers
     # by verify-crc, recover and rebuild-cq: tests/test_cq_ext.py)
     ("lmq", _lmq, "enableLmq / enableMultiDispatch", ["append"]),
     ("consumequeue-ext", _ext, "enableConsumeQueueExt", ["append", "clean"]),
-    ("batch-cq", _batch, "queue.type=BatchCQ", ["append", "rebuild-cq", "clean"]),
+    ("batch-cq", _batch, "queue.type=BatchCQ", ["append", "clean"]),
     ("rocksdb-consumequeue", _rocksdb, "storeType=defaultRocksDB", ["append", "recover", "rebuild-cq", "clean"]),
     ("compaction", _compaction, "cleanup.policy=COMPACTION", ["append", "recover", "rebuild-cq", "clean"]),
     ("transaction-table", _transaction, "transaction/", ["recover"]),
@@ -251,7 +251,7 @@ def test_a_batchcq_topic_declared_in_topics_json_stops_writers(store_copy, run_c
     (store / "config" / "topics.json").write_text(json.dumps(topics))
     (store / "abort").write_bytes(b"")
     before = tree(store)
-    for writer in ("rebuild-cq", "append"):
+    for writer in ("append",):
         result = run_cli(*WRITE[writer][:1], store, *WRITE[writer][1:])
         assert result.code == 3, (writer, result.err)
         assert "batch-cq (queue.type=BatchCQ: config/topics.json: BasicTopic)" in result.err

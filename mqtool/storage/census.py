@@ -53,12 +53,10 @@ FEATURES = {f.name: f for f in (
     # and addresses as the broker does (no filter bitmaps: refused)
     Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"recover", "rebuild-cq"})),
     # BatchCQ: read and checked (dump, verify-crc); recover cuts batch queue units at or past its
-    # cut (truncateDirtyLogicFiles) and dispatches batch topics into batchconsumequeue/
-    Feature("batch-cq", "queue.type=BatchCQ", frozenset({"recover"}), why={
+    # cut (truncateDirtyLogicFiles), and it and rebuild-cq dispatch batch topics into batchconsumequeue/
+    Feature("batch-cq", "queue.type=BatchCQ", frozenset({"recover", "rebuild-cq"}), why={
         "append": "append writes no batch consume queue units (msgBaseOffset, batchSize) and would dispatch "
                   "the topic's records into consumequeue/",
-        "rebuild-cq": "rebuild-cq does not write batchconsumequeue/ (it would dispatch batch topics into "
-                      "consumequeue/)",
         "clean": "clean does not delete batch consume queue files below the new minimum offset "
                  "(BatchConsumeQueue.deleteExpiredFile)"}),
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
