@@ -18,31 +18,42 @@ FILE_UNITS = 100
 TAGS_CODE = ord("T")      # String.hashCode of the one-character tags "T"
 
 
-@pytest.fixture
-def batch_store(tmp_path, run_cli):
+def build_batch_store(tmp_path, run_cli, count: int = 12, body: str = "batch {i}", file_units: int = FILE_UNITS):
+    """A 5.x store whose BatchT records (INNER_NUM 1, INNER_BASE i) have a batch queue built by
+    hand: (store, the queue's files, the units)."""
     store = tmp_path / "store"
-    lines = [json.dumps({"topic": TOPIC, "queueId": 0, "body": f"batch {i}", "tags": "T",
-                         "properties": {"INNER_NUM": "1", "INNER_BASE": str(i)}}) for i in range(12)]
+    lines = [json.dumps({"topic": TOPIC, "queueId": 0, "body": body.format(i=i), "tags": "T",
+                         "properties": {"INNER_NUM": "1", "INNER_BASE": str(i)}}) for i in range(count)]
     lines += [json.dumps({"topic": "Plain", "queueId": 1, "body": "plain"})]
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
     result = run_cli("append", store, "--set", "storeFormat=5", "--set", "mappedFileSizeCommitLog=65536",
                      "--set", "mappedFileSizeConsumeQueue=6000", "--input", tmp_path / "in.jsonl")
     assert result.code == 0, result.err
     shutil.rmtree(store / "consumequeue" / TOPIC)        # a BatchCQ topic has no consume queue
-    log = sorted((store / "commitlog").iterdir())[0]
-    data = log.read_bytes()
     units = []
-    for pos, size in records(log):
-        topic_len_at = pos + 84 + 4 + struct.unpack_from(">i", data, pos + 84)[0]
-        topic = data[topic_len_at + 1:topic_len_at + 1 + data[topic_len_at]].decode()
-        if topic == TOPIC:
-            store_time = struct.unpack_from(">q", data, pos + 56)[0]
-            units.append((pos, size, TAGS_CODE, store_time, len(units), 1, -1, 0))
+    for log in sorted((store / "commitlog").iterdir()):
+        data = log.read_bytes()
+        for pos, size in records(log):
+            topic_len_at = pos + 84 + 4 + struct.unpack_from(">i", data, pos + 84)[0]
+            topic = data[topic_len_at + 1:topic_len_at + 1 + data[topic_len_at]].decode()
+            if topic == TOPIC:
+                store_time = struct.unpack_from(">q", data, pos + 56)[0]
+                units.append((int(log.name) + pos, size, TAGS_CODE, store_time, len(units), 1, -1, 0))
     folder = store / "batchconsumequeue" / TOPIC / "0"
     folder.mkdir(parents=True)
-    path = folder / "00000000000000000000"
-    path.write_bytes(b"".join(UNIT.pack(*u) for u in units).ljust(FILE_UNITS * UNIT.size, b"\0"))
-    return store, path, units
+    paths = []
+    for first in range(0, len(units), file_units):
+        path = folder / f"{first * UNIT.size:020d}"
+        path.write_bytes(b"".join(UNIT.pack(*u) for u in units[first:first + file_units])
+                         .ljust(file_units * UNIT.size, b"\0"))
+        paths.append(path)
+    return store, paths, units
+
+
+@pytest.fixture
+def batch_store(tmp_path, run_cli):
+    store, paths, units = build_batch_store(tmp_path, run_cli)
+    return store, paths[0], units
 
 
 def _patch(path, n, field, value):
@@ -164,3 +175,31 @@ def test_rebuild_cq_writes_batch_queues_and_no_consume_queue_for_a_batch_topic(b
     assert (quarantine / "consumequeue" / TOPIC / "0" / stray.name).exists()
     assert not list(store.glob(".rebuild-*"))
     assert run_cli("verify-crc", store).code == 0
+
+
+def test_clean_reclaims_batch_queue_files_below_the_new_minimum(tmp_path, run_cli):
+    """BatchConsumeQueue.deleteExpiredFile (deleteExpiredFileByOffset, unit size 46): a file whose
+    last unit points below the commitlog's new minimum offset goes, oldest first, never the last
+    file; staged in the trash, and undo puts them back."""
+    store, paths, units = build_batch_store(tmp_path, run_cli, count=60, body="x" * 3000 + "{i}", file_units=10)
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    logs = sorted((store / "commitlog").iterdir())
+    assert len(logs) >= 3 and len(paths) == 6
+    new_min = int(logs[2].name)
+    gone = []
+    for path in paths[:-1]:
+        last_offset = UNIT.unpack_from(path.read_bytes(), 9 * UNIT.size)[0]
+        if last_offset >= new_min:
+            break
+        gone.append(path)
+    assert 1 <= len(gone) < 5
+    result = run_cli("clean", store, "--now", "--retention-ms", "0", "--max-files", "2", "--json")
+    assert result.code == 0, result.err
+    staged = [line["file"] for line in result.json_lines()
+              if line["type"] == "decision" and line["kind"] == "batchconsumequeue"]
+    assert staged == [str(p.relative_to(store)) for p in gone]
+    assert [p for p in paths if p.exists()] == paths[len(gone):]
+    assert {p.name for p in (store / "trash").rglob("0*") if p.is_file() and TOPIC in str(p)} == {p.name for p in gone}
+    assert not (store / "consumequeue" / TOPIC).exists()
+    assert run_cli("clean", store, "--undo").code == 0
+    assert all(p.read_bytes() == before[p] for p in paths)

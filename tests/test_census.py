@@ -61,10 +61,11 @@ def _transaction(store):
 FEATURES = [  # (name, how to lay it out, the setting the refusal names, writers that refuse)
     # (the timer store is understood and kept by every writer: tests/test_timer.py; LMQ is checked
     # by verify-crc and kept by recover, rebuild-cq and clean: tests/test_lmq.py; consume queue extensions
-    # by verify-crc, recover and rebuild-cq: tests/test_cq_ext.py)
+    # by verify-crc, recover and rebuild-cq: tests/test_cq_ext.py; BatchCQ by recover, rebuild-cq and clean:
+    # tests/test_batchcq.py)
     ("lmq", _lmq, "enableLmq / enableMultiDispatch", ["append"]),
     ("consumequeue-ext", _ext, "enableConsumeQueueExt", ["append", "clean"]),
-    ("batch-cq", _batch, "queue.type=BatchCQ", ["append", "clean"]),
+    ("batch-cq", _batch, "queue.type=BatchCQ", ["append"]),
     ("rocksdb-consumequeue", _rocksdb, "storeType=defaultRocksDB", ["append", "recover", "rebuild-cq", "clean"]),
     ("compaction", _compaction, "cleanup.policy=COMPACTION", ["append", "recover", "rebuild-cq", "clean"]),
     ("transaction-table", _transaction, "transaction/", ["recover"]),

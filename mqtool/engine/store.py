@@ -331,7 +331,7 @@ class MessageStore:
         self.reclaimer = reclaim.Reclaimer(reclaim.StoreView(
             config=self.config, layout=self.layout, clock=self.clock, disk_usage=self.disk_usage,
             commitlog=self.commitlog_queue, queues=self.dispatcher.queues, index_files=self.index.files,
-            lock=self.writer.lock, adopt=self.adopt))
+            lock=self.writer.lock, adopt=self.adopt, batch_queues=self.dispatcher.batch_queues))
         self.reclaimer.check_disk()
 
     def _start_reclaim_service(self) -> None:

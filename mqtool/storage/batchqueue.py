@@ -167,6 +167,21 @@ class BatchQueue:
         self.files.close()
 
 
+def min_offset(queue: BatchQueue, phy_min_offset: int) -> int:
+    """correctMinOffset: the msgBaseOffset of the queue's first unit pointing at or above
+    phy_min_offset (the end, msgBaseOffset + batchSize of the last unit, when none does)."""
+    last = 0
+    for mf in queue.files.files:
+        units = queue.units(mf)
+        units = units[_valid(units)]
+        above = np.flatnonzero(units["offset"] >= phy_min_offset)
+        if len(above):
+            return int(units["msgBaseOffset"][above[0]])
+        if len(units):
+            last = int(units["msgBaseOffset"][-1] + units["batchSize"][-1])
+    return last
+
+
 def _valid(units: np.ndarray) -> np.ndarray:
     return (units["offset"] >= 0) & (units["size"] > 0) & (units["msgBaseOffset"] >= 0) & (units["batchSize"] > 0)
 
