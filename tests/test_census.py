@@ -61,10 +61,11 @@ def _transaction(store):
 FEATURES = [  # (name, how to lay it out, the setting the refusal names, writers that refuse)
     # (the timer store is understood and kept by every writer: tests/test_timer.py; LMQ is checked
     # by verify-crc and kept by recover, rebuild-cq and clean: tests/test_lmq.py; consume queue extensions
-    # by verify-crc, recover and rebuild-cq: tests/test_cq_ext.py)
+    # by verify-crc, recover and rebuild-cq: tests/test_cq_ext.py; BatchCQ by recover, rebuild-cq and clean:
+    # tests/test_batchcq.py)
     ("lmq", _lmq, "enableLmq / enableMultiDispatch", ["append"]),
     ("consumequeue-ext", _ext, "enableConsumeQueueExt", ["append", "clean"]),
-    ("batch-cq", _batch, "queue.type=BatchCQ", ["append", "recover", "rebuild-cq", "clean"]),
+    ("batch-cq", _batch, "queue.type=BatchCQ", ["append"]),
     ("rocksdb-consumequeue", _rocksdb, "storeType=defaultRocksDB", ["append", "recover", "rebuild-cq", "clean"]),
     ("compaction", _compaction, "cleanup.policy=COMPACTION", ["append", "recover", "rebuild-cq", "clean"]),
     ("transaction-table", _transaction, "transaction/", ["recover"]),
@@ -251,9 +252,15 @@ def test_a_batchcq_topic_declared_in_topics_json_stops_writers(store_copy, run_c
     (store / "config" / "topics.json").write_text(json.dumps(topics))
     (store / "abort").write_bytes(b"")
     before = tree(store)
-    for writer in ("recover", "rebuild-cq", "append"):
+    for writer in ("append",):
         result = run_cli(*WRITE[writer][:1], store, *WRITE[writer][1:])
         assert result.code == 3, (writer, result.err)
         assert "batch-cq (queue.type=BatchCQ: config/topics.json: BasicTopic)" in result.err
     assert tree(store) == before
     assert not (store / "consumequeue" / "BasicTopic" / "9").exists()
+    # recover keeps it: its records carry no INNER_BASE/INNER_NUM, so the batch queue wrapper skips
+    # them (no batchconsumequeue/), and none goes into consumequeue/BasicTopic either
+    cq_before = {p: p.read_bytes() for p in (store / "consumequeue" / "BasicTopic").rglob("0*") if p.is_file()}
+    assert run_cli("recover", store).code == 0
+    assert not (store / "batchconsumequeue").exists()
+    assert {p: p.read_bytes() for p in (store / "consumequeue" / "BasicTopic").rglob("0*") if p.is_file()} == cq_before

@@ -135,7 +135,7 @@ def append_batch(writer, batch: PlainBatch):
     from mqtool.formats import sysflag
     from mqtool.formats.commitlog import BLANK_MAGIC, MAGIC_V1, MAGIC_V2
     from mqtool.formats.hosts import java_host
-    from mqtool.native.appendkernels import write_records   # loads numba: only when a batch is appended
+    from mqtool.native.appendkernels import write_records  # loads numba: only when a batch is appended
     from mqtool.storage import topics
 
     n = len(batch)

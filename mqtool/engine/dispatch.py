@@ -15,6 +15,7 @@ from pathlib import Path
 from mqtool.engine.flush import RETRY_TIMES_OVER, ServiceThread
 from mqtool.formats import multidispatch
 from mqtool.storage import topics
+from mqtool.storage.batchqueue import BatchQueue
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.storage.dispatchrequest import DispatchRequest
@@ -28,7 +29,8 @@ class Dispatcher:
     def __init__(self, consumequeue_dir: Path, cq_file_size: int, *, index_service=None,
                  checkpoint=None, message_index_enable: bool = True, on_create=None, writable: bool = True,
                  multi_dispatch: multidispatch.Settings | None = None, ext_dir: Path | None = None,
-                 ext_file_size: int = 0):
+                 ext_file_size: int = 0, batch_dir: Path | None = None, batch_topics=frozenset(),
+                 batch_file_size: int = 0):
         self.consumequeue_dir = Path(consumequeue_dir)
         self.cq_file_size = cq_file_size
         self.index = index_service
@@ -42,6 +44,11 @@ class Dispatcher:
         self.ext_dir = Path(ext_dir) if ext_dir is not None else None   # enableConsumeQueueExt: ext units
         self.ext_file_size = ext_file_size
         self.ext_queues: dict[tuple[str, int], ExtQueue] = {}
+        # BatchCQ topics (queue.type=BatchCQ) go to batch_dir/<topic>/<queueId>/, never consume queues
+        self.batch_dir = Path(batch_dir) if batch_dir is not None else None
+        self.batch_topics = frozenset(batch_topics) if self.batch_dir is not None else frozenset()
+        self.batch_file_size = batch_file_size
+        self.batch_queues: dict[tuple[str, int], BatchQueue] = {}
 
     def queue(self, topic: str, queue_id: int, *, create: bool = True) -> ConsumeQueue | None:
         key = (topic, queue_id)
@@ -58,7 +65,9 @@ class Dispatcher:
     def dispatch(self, req: DispatchRequest) -> int:
         """The record's unit, its multi-dispatched units and its keys; returns the units put."""
         units = 0
-        if req.goes_to_consume_queue:
+        if req.topic in self.batch_topics:
+            units = self.put_batch(req) if req.goes_to_consume_queue else 0
+        elif req.goes_to_consume_queue:
             cq = self.queue(req.topic, req.queue_id)
             units = 1
             if cq.put(req.commitlog_offset, req.size, self.own_tags(req), req.queue_offset):
@@ -87,6 +96,29 @@ class Dispatcher:
             self.ext_queues[key] = queue
         return queue
 
+    def batch_queue(self, topic: str, queue_id: int) -> BatchQueue:
+        """A batch topic's queue (its files loaded, when it has some)."""
+        key = (topic, queue_id)
+        queue = self.batch_queues.get(key)
+        if queue is None:
+            if not topics.is_safe_directory_name(topic) or queue_id < 0:
+                raise UnsafeTopic(f"topic {topic!r} / queue {queue_id} cannot be a batch consume queue directory")
+            queue = BatchQueue(topic, queue_id, self.batch_dir / topic / str(queue_id), self.batch_file_size,
+                               writable=self.writable, on_create=self.on_create)
+            self.batch_queues[key] = queue
+        return queue
+
+    def put_batch(self, req: DispatchRequest) -> int:
+        """BatchConsumeQueue.putMessagePositionInfoWrapper: a record without INNER_BASE and INNER_NUM
+        gets no unit; returns the units put."""
+        if req.msg_base_offset < 0 or req.batch_size < 0:
+            return 0
+        self.batch_queue(req.topic, req.queue_id).put(req.commitlog_offset, req.size, req.tags_code,
+                                                      req.store_timestamp, req.msg_base_offset, req.batch_size)
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        return 1
+
     def dispatch_multi(self, req: DispatchRequest) -> int:
         """The units a broker with enableMultiDispatch adds after the record's own one (its tags
         code, not an ext address); a name that cannot be a directory is counted in unsafe_names,
@@ -112,7 +144,7 @@ class Dispatcher:
             return
         per_queue: dict[tuple[str, int], list] = {}
         last_ts = 0
-        if self.ext_dir is not None or self.multi_dispatch is not None and any(req.multi is not None
+        if self.ext_dir is not None or self.batch_topics or self.multi_dispatch is not None and any(req.multi is not None
                                                                                 for req in requests):
             for req in requests:        # one by one: the further queues' units in commitlog order
                 self.dispatch(req)
@@ -132,7 +164,7 @@ class Dispatcher:
     def flush(self, least_pages: int) -> None:
         for cq in list(self.queues.values()):
             cq.flush(least_pages)
-        for queue in list(self.ext_queues.values()):
+        for queue in list(self.ext_queues.values()) + list(self.batch_queues.values()):
             queue.flush(least_pages)
 
     def max_physic_offset(self) -> int:
@@ -141,9 +173,9 @@ class Dispatcher:
     def close(self) -> None:
         for cq in self.queues.values():
             cq.close()
-        for queue in self.ext_queues.values():
+        for queue in list(self.ext_queues.values()) + list(self.batch_queues.values()):
             queue.close()
-        self.queues, self.ext_queues = {}, {}
+        self.queues, self.ext_queues, self.batch_queues = {}, {}, {}
 
 
 class FlushConsumeQueueService(ServiceThread):

@@ -28,9 +28,11 @@ from mqtool.engine.quarantine import Quarantine
 from mqtool.engine.redispatch import part_tasks, redispatch, scanned_on
 from mqtool.engine.storecheckpoint import StoreCheckpoint
 from mqtool.errors import RefusedError
+from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.commitlog import Record
-from mqtool.storage import census, commitlog, consumequeueext, fsutil, topics
+from mqtool.storage import batchqueue, census, commitlog, consumequeueext, fsutil, topics
 from mqtool.storage.commitlog import Problem
+from mqtool.storage.layout import list_store_files
 
 
 @dataclass
@@ -99,7 +101,9 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
                                     checkpoint=checkpoint, message_index_enable=with_index,
                                     multi_dispatch=census.multi_dispatch(layout),
                                     ext_dir=stage / "consumequeue_ext" if with_ext else None,
-                                    ext_file_size=layout.consume_queue_ext_file_size())
+                                    ext_file_size=layout.consume_queue_ext_file_size(),
+                                    batch_dir=stage / "batchconsumequeue", batch_topics=batchqueue.topic_names(layout),
+                                    batch_file_size=batchqueue.file_size(layout))
             wanted = set(topics_wanted) if topics_wanted else None
             entries = None
             if engine is not None:
@@ -115,6 +119,8 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
                 last = cq.files.last_file
                 count = (last.file_from_offset + last.wrote_position) // 20 - cq.min_offset() if last else 0
                 report.queues.append((topic, queue_id, count))
+            for (topic, queue_id), bq in sorted(dispatcher.batch_queues.items()):
+                report.queues.append((topic, queue_id, bq.files.max_wrote_offset // batch_format.UNIT_SIZE))
             dispatcher.flush(0)
             if index is not None:
                 index.flush()
@@ -125,7 +131,10 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
             quarantine = Quarantine(layout.root, base_dir=quarantine_dir, enabled=keep_old, clock=clock)
             report.removed_queues = _swap_in(layout, stage, built, wanted, with_index, quarantine)
             if with_ext:
-                _swap_in_ext(layout, stage, wanted, quarantine)
+                _swap_in_tree(layout.consumequeue_ext_dir, stage / "consumequeue_ext", wanted, quarantine,
+                              "consume queue extension file replaced by rebuild-cq")
+            _swap_in_tree(batchqueue.directory(layout), stage / "batchconsumequeue", wanted, quarantine,
+                          "batch consume queue file replaced by rebuild-cq")
             report.quarantine = str(quarantine.dir) if quarantine.dir else None
             checkpoint.flush()
             checkpoint.close()
@@ -167,17 +176,16 @@ def _swap_in(layout, stage: Path, built: set, wanted, with_index: bool, quaranti
     return removed
 
 
-def _swap_in_ext(layout, stage: Path, wanted, quarantine) -> None:
-    """The old extension files of the rebuilt topics to the quarantine, the rebuilt ones in."""
-    root = layout.consumequeue_ext_dir
+def _swap_in_tree(root: Path, staged: Path, wanted, quarantine, reason: str) -> None:
+    """The old files of the rebuilt topics' queues under root (extension files, batch consume
+    queues: <topic>/<queueId>/) to the quarantine, the rebuilt ones from staged in their place."""
     for topic in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         if wanted is not None and topic.name not in wanted:
             continue
         for directory in sorted(p for p in topic.iterdir() if p.is_dir()):
-            for info in layout.consume_queue_files(directory):
-                quarantine.move_file(info.path, "consume queue extension file replaced by rebuild-cq")
+            for info in list_store_files(directory):
+                quarantine.move_file(info.path, reason)
             _remove_empty(directory)
-    staged = stage / "consumequeue_ext"
     for topic in sorted(staged.iterdir()) if staged.is_dir() else []:
         for source in sorted(topic.iterdir()):
             target = root / topic.name / source.name

@@ -19,6 +19,9 @@ ended after the checkpoint's index time are dropped first, as the broker does.
 Both: consume-queue units pointing at or beyond the cut are cut; the commitlog
 bytes after the cut (in the cut's file) are zeroed and later files removed,
 every byte kept in the quarantine first; files keep their mapped size.
+Batch consume queues (BatchConsumeQueue.recover + truncateDirtyLogicFiles) are cut the same way:
+units whose records are at or past the cut go; records of BatchCQ topics are dispatched into
+batchconsumequeue/, never consumequeue/.
 Consume queue extensions (ConsumeQueueExt.recover + truncateByMaxAddress): each queue's ext
 files end just past the ext unit its last kept unit points at; the rest is cut like the queues.
 Finally the records between the consume queues' end and the cut are
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import RefusedError
+from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats import consumequeueext as ext_format
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
@@ -60,6 +64,11 @@ class QueueCut:
     keep_bytes: int          # logical byte offset the queue ends at after the cut
     written_end: int         # logical byte offset of the last non-zero byte (+1) before the cut
     reason: str
+
+    def to_json(self, unit_size: int) -> dict:
+        return {"topic": self.topic, "queueId": self.queue_id, "keepBytes": self.keep_bytes,
+                "keepUnits": self.keep_bytes // unit_size,
+                "unitsCut": max(0, (self.written_end - self.keep_bytes) // unit_size), "reason": self.reason}
 
 
 @dataclass
@@ -90,6 +99,7 @@ class RecoveryPlan:
     data_end: int                              # how far non-zero bytes reach (>= cut)
     removed_files: list[Path] = field(default_factory=list)   # commitlog files beyond the cut
     queue_cuts: list[QueueCut] = field(default_factory=list)
+    batch_cuts: list[QueueCut] = field(default_factory=list)  # batch consume queues (46-byte units)
     ext_ends: list[ExtCut] = field(default_factory=list)     # every extension file queue's end
     dropped_index_files: list[Path] = field(default_factory=list)    # newer than the checkpoint (crash)
     rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
@@ -102,6 +112,7 @@ class RecoveryPlan:
     @property
     def changes_anything(self) -> bool:
         return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts or self.ext_cuts
+                    or self.batch_cuts
                     or self.empty_files
                     or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut)
 
@@ -113,10 +124,8 @@ class RecoveryPlan:
         return {
             "type": "plan", "mode": self.mode, "walkFrom": self.walk_from, "cut": self.cut,
             "bytesCut": self.data_end - self.cut, "removedFiles": [str(p) for p in self.removed_files],
-            "queueCuts": [{"topic": q.topic, "queueId": q.queue_id, "keepBytes": q.keep_bytes,
-                           "keepUnits": q.keep_bytes // UNIT_SIZE,
-                           "unitsCut": max(0, (q.written_end - q.keep_bytes) // UNIT_SIZE),
-                           "reason": q.reason} for q in self.queue_cuts],
+            "queueCuts": [q.to_json(UNIT_SIZE) for q in self.queue_cuts],
+            "batchQueueCuts": [q.to_json(batch_format.UNIT_SIZE) for q in self.batch_cuts],
             "extCuts": [e.to_json() for e in self.ext_cuts],
             "droppedIndexFiles": [str(p) for p in self.dropped_index_files],
             "emptyFiles": [str(p) for p in self.empty_files],
@@ -306,8 +315,19 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         ext = store.dispatcher.ext_queues.get((topic, queue_id))
         if ext is not None and ext.files.files:
             result.ext_ends.append(ext_end(cq, keep, ext))
+    for (topic, queue_id), bq in sorted(store.dispatcher.batch_queues.items()):   # BatchConsumeQueue.recover
+        end, max_physic, written_end = bq.scan()
+        pointed = max(pointed, max_physic)
+        keep = end
+        if max_physic > cut:                       # truncateDirtyLogicFiles: units of records at/past the cut
+            keep, max_physic = bq.cut_for(cut, end)
+        if keep < written_end:
+            reason = "units beyond the commitlog's end" if keep < end else "invalid units after the last valid one"
+            result.batch_cuts.append(QueueCut(topic, queue_id, keep, written_end, reason))
+        max_cq_physic = max(max_cq_physic, max_physic)
     result.dropped_index_files = list(store.dropped_index_files)
-    queues = [store.commitlog_queue] + [cq.files for _, cq in sorted(store.dispatcher.queues.items())]
+    queues = ([store.commitlog_queue] + [cq.files for _, cq in sorted(store.dispatcher.queues.items())]
+              + [bq.files for _, bq in sorted(store.dispatcher.batch_queues.items())])
     result.empty_files = [q.empty_file for q in queues + [store.index] if q.empty_file is not None]
     lost = queue.empty_file
     if lost is not None and pointed > name_to_offset(lost.name):
@@ -362,7 +382,8 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     # 0. empty files a crash left while creating them: out of the way before anything is written
     for path in p.empty_files:
         quarantine.move_file(path, "0-byte file left by a crash while it was being created")
-    for q in [queue] + [cq.files for cq in store.dispatcher.queues.values()] + [store.index]:
+    for q in ([queue] + [cq.files for cq in store.dispatcher.queues.values()] + [store.index]
+              + [bq.files for bq in store.dispatcher.batch_queues.values()]):
         q.empty_file = None
     # 1. commitlog: keep cut bytes, zero them, move later files out
     mf = queue.find_by_offset(p.cut)
@@ -376,8 +397,8 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     queue.set_where(p.cut)
     # 2. consume queues
     for qc in p.queue_cuts:
-        cq = store.dispatcher.queue(qc.topic, qc.queue_id, create=False)
-        _cut_queue(cq, qc, quarantine)
+        _cut_files(store.dispatcher.queue(qc.topic, qc.queue_id, create=False).files, qc, UNIT_SIZE,
+                   "consume queue", quarantine)
     for cq in store.dispatcher.queues.values():
         end, max_physic, _ = scan_consume_queue(cq)
         if not any(q.topic == cq.topic and q.queue_id == cq.queue_id for q in p.queue_cuts):
@@ -385,6 +406,11 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
         cq.max_physic_offset = max_physic
     for ec in p.ext_ends:
         _cut_ext(store.dispatcher.ext_queue(ec.topic, ec.queue_id), ec, quarantine)
+    for qc in p.batch_cuts:
+        _cut_files(store.dispatcher.batch_queues[(qc.topic, qc.queue_id)].files, qc, batch_format.UNIT_SIZE,
+                   "batch consume queue", quarantine)
+    for bq in store.dispatcher.batch_queues.values():
+        bq.set_end(bq.scan()[0])
     # 3. index files: the broker's crash rule, and files with entries past the cut
     index = store.index
     for path in p.dropped_index_files:
@@ -411,21 +437,20 @@ def _set_queue_end(cq, end: int) -> None:
     files.set_where(end)
 
 
-def _cut_queue(cq, qc: QueueCut, quarantine) -> None:
-    """Zero the cut part of the file holding the new end (kept in the quarantine first)
-    and move whole files after it out of the queue."""
+def _cut_files(files, qc: QueueCut, unit_size: int, what: str, quarantine) -> None:
+    """Zero the cut part of the (consume or batch consume) queue file holding the new end (kept in
+    the quarantine first) and move whole files after it out of the queue."""
     keep = qc.keep_bytes
-    mf = cq.files.find_by_offset(keep)
+    mf = files.find_by_offset(keep)
     if mf is not None:
         start = keep - mf.file_from_offset
         end = min(qc.written_end, mf.file_end_offset) - mf.file_from_offset
         if end > start:
-            quarantine.save_range(mf.path, mf.buf, start, end,
-                                  f"consume queue units from queue offset {keep // UNIT_SIZE} on")
+            quarantine.save_range(mf.path, mf.buf, start, end, f"{what} units from queue offset {keep // unit_size} on")
             mf.buf[start:end] = bytes(end - start)
-    cq.files.truncate_dirty_files(keep, remove=lambda f: quarantine.move_file(
-        f.path, f"consume queue file beyond queue offset {keep // UNIT_SIZE}"))
-    cq.files.set_where(keep)
+    files.truncate_dirty_files(keep, remove=lambda f: quarantine.move_file(
+        f.path, f"{what} file beyond queue offset {keep // unit_size}"))
+    files.set_where(keep)
 
 
 def _cut_ext(ext, ec: ExtCut, quarantine) -> None:

@@ -196,7 +196,9 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
     slow = wanted & (((parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0)
                      | ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & schedule)
     done.records += int(wanted.sum())
-    if queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None and _has_multi(queue, c)):
+    batch = queues and any(name in dispatcher.batch_topics for name in names)
+    if batch or queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None
+                            and _has_multi(queue, c)):
         _dispatch_in_order(np.flatnonzero(good & safe), chunk, queue, dispatcher, delay_levels, done, index,
                            topic_filter, queues)
         return
@@ -264,14 +266,17 @@ def _has_multi(queue, c) -> bool:
 
 def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index, topic_filter,
                        queues: bool = True) -> None:
-    """A chunk with multi-dispatched records (or any chunk, with consume queue extensions), record by
-    record: every queue's units in commitlog order, as a broker's reput puts them (topic_filter:
-    only queues of the topics asked for)."""
+    """A chunk with multi-dispatched records (or any chunk, with consume queue extensions or batch
+    topics), record by record: every queue's units in commitlog order, as a broker's reput puts
+    them (topic_filter: only queues of the topics asked for)."""
     c = chunk.columns
     use_index = index and dispatcher.message_index_enable and dispatcher.index is not None
     for request in _requests(queue, c, rows, delay_levels):
         own = topic_filter is None or topic_filter(request.topic)
-        if queues and request.goes_to_consume_queue:
+        if request.topic in dispatcher.batch_topics:       # a batch queue unit, never a consume queue's
+            if queues and own and request.goes_to_consume_queue:
+                done.units += dispatcher.put_batch(request)
+        elif queues and request.goes_to_consume_queue:
             put = True
             if own:
                 put = dispatcher.queue(request.topic, request.queue_id).put(

@@ -35,7 +35,7 @@ from mqtool.errors import NotAStoreError, RefusedError
 from mqtool.formats import markers
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_offset_name
-from mqtool.storage import census, consumequeueext
+from mqtool.storage import batchqueue, census, consumequeueext
 from mqtool.storage.config import StoreConfig
 from mqtool.storage.layout import discover
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -152,7 +152,12 @@ class MessageStore:
                                      on_create=self._adopt_tree, writable=not dry_run,
                                      multi_dispatch=census.multi_dispatch(layout),
                                      ext_dir=layout.consumequeue_ext_dir if with_ext else None,
-                                     ext_file_size=layout.consume_queue_ext_file_size())
+                                     ext_file_size=layout.consume_queue_ext_file_size(),
+                                     batch_dir=batchqueue.directory(layout),
+                                     batch_topics=batchqueue.topic_names(layout),
+                                     batch_file_size=batchqueue.file_size(layout))
+        for topic, queue_id, _ in batchqueue.queues(layout):
+            self.dispatcher.batch_queue(topic, queue_id)
         for topic, queue_id, _ in layout.consume_queues():
             self.dispatcher.queue(topic, queue_id)
             if with_ext and layout.consume_queue_ext_dir(topic, queue_id).is_dir():
@@ -326,7 +331,7 @@ class MessageStore:
         self.reclaimer = reclaim.Reclaimer(reclaim.StoreView(
             config=self.config, layout=self.layout, clock=self.clock, disk_usage=self.disk_usage,
             commitlog=self.commitlog_queue, queues=self.dispatcher.queues, index_files=self.index.files,
-            lock=self.writer.lock, adopt=self.adopt))
+            lock=self.writer.lock, adopt=self.adopt, batch_queues=self.dispatcher.batch_queues))
         self.reclaimer.check_disk()
 
     def _start_reclaim_service(self) -> None:

@@ -32,7 +32,7 @@ class Staged:
 
     path: str            # where it came from: relative to the store root (absolute when outside it)
     trash: str           # where it is now, relative to the trash directory
-    kind: str            # commitlog, consumequeue or index
+    kind: str            # commitlog, consumequeue, batchconsumequeue or index
     size: int
     staged_at: int       # epoch ms
     due_at: int          # epoch ms: a run at or after this time removes it

@@ -52,17 +52,15 @@ FEATURES = {f.name: f for f in (
     # recover cuts them where the kept units stop pointing and, like rebuild-cq, writes ext units
     # and addresses as the broker does (no filter bitmaps: refused)
     Feature("consumequeue-ext", "enableConsumeQueueExt", frozenset({"recover", "rebuild-cq"})),
-    # BatchCQ: read and checked (dump, verify-crc); kept by no writer
-    Feature("batch-cq", "queue.type=BatchCQ", frozenset(), why={
+    # BatchCQ: read and checked (dump, verify-crc); recover cuts batch queue units at or past its
+    # cut (truncateDirtyLogicFiles), it and rebuild-cq dispatch batch topics into batchconsumequeue/,
+    # clean reclaims batch queue files below the new minimum (deleteExpiredFile).  append and
+    # salvage do not write batch queue units: they refuse
+    Feature("batch-cq", "queue.type=BatchCQ", frozenset({"recover", "rebuild-cq", "clean"}), why={
         "append": "append writes no batch consume queue units (msgBaseOffset, batchSize) and would dispatch "
                   "the topic's records into consumequeue/",
-        "recover": "recover neither cuts batch consume queue units at or past its cut "
-                   "(BatchConsumeQueue.truncateDirtyLogicFiles) nor dispatches batch topics into "
-                   "batchconsumequeue/ (it would create consumequeue/<topic>)",
-        "rebuild-cq": "rebuild-cq does not write batchconsumequeue/ (it would dispatch batch topics into "
-                      "consumequeue/)",
-        "clean": "clean does not delete batch consume queue files below the new minimum offset "
-                 "(BatchConsumeQueue.deleteExpiredFile)"}),
+        "salvage": "salvage copies no batch consume queue (its new store would dispatch the topic's records "
+                   "into consumequeue/)"}),
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
     Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),
     Feature("dledger", "enableDLegerCommitLog", frozenset(), READ_ONLY),

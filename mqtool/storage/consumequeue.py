@@ -271,9 +271,10 @@ def queue_min_offset(cq, phy_min_offset: int) -> int:
     return lo
 
 
-def last_unit(mf) -> tuple[int, int]:
-    """The last unit of a consume queue file (what deleteExpiredFileByOffset reads)."""
-    pos = mf.file_size - UNIT_SIZE
+def last_unit(mf, unit_size: int = UNIT_SIZE) -> tuple[int, int]:
+    """The last unit's (offset, size) of a consume queue file, or of a batch consume queue file
+    whose units start the same way (what deleteExpiredFileByOffset reads)."""
+    pos = mf.file_size - unit_size
     if pos < 0 or pos + UNIT_SIZE > len(mf.buf):
         return -1, 0
     offset, size, _ = UNIT_STRUCT.unpack_from(mf.buf, pos)

@@ -10,6 +10,7 @@ for SCHEDULE_TOPIC_XXXX records, whose tagsCode is the delivery time
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from mqtool.formats import multidispatch, sysflag
@@ -39,6 +40,8 @@ class DispatchRequest:
     sys_flag: int
     prepared_transaction_offset: int
     multi: dict | None = None     # the properties, when they name further queues (INNER_MULTI_DISPATCH)
+    msg_base_offset: int = -1     # INNER_BASE and INNER_NUM (setBatchSizeIfNeeded): a batch queue unit's
+    batch_size: int = -1          # msgBaseOffset and batchSize; -1 when the record has not both
 
     @property
     def goes_to_consume_queue(self) -> bool:
@@ -86,4 +89,23 @@ def from_record(record: Record, delay_levels_ms: list[int],
         tags_code=code, store_timestamp=record.store_timestamp, queue_offset=record.queue_offset,
         keys=properties.get(props.KEYS, "") or "", uniq_key=properties.get(props.UNIQ_KEY),
         sys_flag=record.sys_flag, prepared_transaction_offset=record.prepared_transaction_offset,
-        multi=properties if multidispatch.INNER_MULTI_DISPATCH in properties else None)
+        multi=properties if multidispatch.INNER_MULTI_DISPATCH in properties else None,
+        **_batch_fields(properties))
+
+
+INNER_BASE, INNER_NUM = "INNER_BASE", "INNER_NUM"
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")     # what Long.parseLong / Short.parseShort take (ASCII digits)
+
+
+def _batch_fields(properties: dict) -> dict:
+    """CommitLog.setBatchSizeIfNeeded: both properties, parsed as a long and a short (a text Java
+    would not parse leaves the record without them here)."""
+    base, num = properties.get(INNER_BASE), properties.get(INNER_NUM)
+    if base is None or num is None:
+        return {}
+    if not (_JAVA_INT.fullmatch(base) and _JAVA_INT.fullmatch(num)):
+        return {}
+    base_value, num_value = int(base), int(num)
+    if not (-(1 << 63) <= base_value < 1 << 63 and -(1 << 15) <= num_value < 1 << 15):
+        return {}
+    return {"msg_base_offset": base_value, "batch_size": num_value}

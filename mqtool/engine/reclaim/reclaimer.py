@@ -30,8 +30,9 @@ from mqtool.engine.reclaim.undo import undo as undo_staged
 from mqtool.engine.reclaim.view import StoreView
 from mqtool.engine.trash import Trash
 from mqtool.errors import MqError, UsageError
+from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
-from mqtool.storage import timerstore
+from mqtool.storage import batchqueue, timerstore
 from mqtool.storage.consumequeue import last_unit, queue_min_offset
 
 # ---------------------------------------------------------------------- the reclaimer
@@ -293,28 +294,34 @@ class Reclaimer:
 
     def _clean_queues(self, new_min, old_min, policy, report, trash, run) -> None:
         """CleanConsumeQueueService: per queue, files whose last unit points below new_min go
-        (never the last file), then the queue's minimum offset is corrected."""
+        (never the last file), then the queue's minimum offset is corrected.  Batch consume
+        queues the same way (BatchConsumeQueue.deleteExpiredFile + correctMinOffset), their
+        minimum offsets being message offsets (msgBaseOffset)."""
         view = self.view
         action = STAGE if policy.delete_delay_ms > 0 else DELETE
         interval = view.config.deleteConsumeQueueFilesInterval
-        for (topic, queue_id), cq in sorted(view.queues.items()):
+        kinds = [("consumequeue", cq, UNIT_SIZE, queue_min_offset) for _, cq in sorted(view.queues.items())]
+        kinds += [("batchconsumequeue", bq, batch_format.UNIT_SIZE, batchqueue.min_offset)
+                  for _, bq in sorted(view.batch_queues.items())]
+        for kind, cq, unit_size, min_offset in kinds:
+            topic, queue_id = cq.topic, cq.queue_id
             files = list(cq.files.files)
             if not files:
                 continue
-            before = queue_min_offset(cq, old_min)
-            after = queue_min_offset(cq, new_min)
+            before = min_offset(cq, old_min)
+            after = min_offset(cq, new_min)
             victims = []
             for mf in files[:-1]:
-                offset, size = last_unit(mf)
+                offset, size = last_unit(mf, unit_size)
                 if size <= 0 or offset >= new_min:
                     break
                 victims.append(mf)
             for mf in victims:
-                first_queue_offset = mf.file_from_offset // UNIT_SIZE
+                first_queue_offset = mf.file_from_offset // unit_size
                 decision = Decision(
-                    "consumequeue", self._rel(mf.path), action, "below-min-offset",
+                    kind, self._rel(mf.path), action, "below-min-offset",
                     f"every unit points below the commitlog's minimum offset {new_min} "
-                    f"(the last one at {last_unit(mf)[0]})", mf.file_size,
+                    f"(the last one at {last_unit(mf, unit_size)[0]})", mf.file_size,
                     {"topic": topic, "queueId": queue_id, "firstQueueOffset": first_queue_offset}, target=mf)
                 report.decisions.append(decision)
                 if policy.dry_run:
@@ -329,11 +336,11 @@ class Reclaimer:
                     cq.files.files.remove(mf)
                 if not self._dispose(mf.path, decision, policy, trash, now, run, report,
                                      start_offset=mf.file_from_offset, topic=topic, queue_id=queue_id):
-                    self.map_back("consumequeue", mf.path, cq)
+                    self.map_back(kind, mf.path, cq)
                     break
             if victims and not policy.dry_run:
                 self._pause(interval)
-            if not policy.dry_run:
+            if not policy.dry_run and kind == "consumequeue":
                 cq.min_logic_offset = after * UNIT_SIZE
             if before != after or victims:
                 report.queues.append(QueueChange(topic, queue_id, before, after, len(victims)))

@@ -19,7 +19,8 @@ def undo(reclaimer, dry_run: bool) -> Report:
     report = Report("undo", dry_run, now, reclaimer.disk_state(), levels, view.config.deleteWhen,
                     in_window(view.config.deleteWhen, now), min_offset_before=max(view.commitlog.min_offset, 0))
     cl_min = report.min_offset_before if view.commitlog.files else None
-    queue_starts = {key: cq.files.files[0].file_from_offset for key, cq in view.queues.items() if cq.files.files}
+    queue_starts = {(kind, key): q.files.files[0].file_from_offset for kind, queues in _queues(view).items()
+                    for key, q in queues.items() if q.files.files}
     blocked = None
     for run in sorted({e.run for e in trash.entries}, reverse=True):
         batch = [e for e in trash.entries if e.run == run]
@@ -41,10 +42,10 @@ def undo(reclaimer, dry_run: bool) -> Report:
             cl_min = e.start_offset
         if blocked:
             break
-        queues = sorted((e for e in batch if e.kind == "consumequeue"), key=lambda e: e.start_offset, reverse=True)
+        queues = sorted((e for e in batch if e.kind in _queues(view)), key=lambda e: e.start_offset, reverse=True)
         for e in queues:
-            key = (e.topic, e.queue_id)
-            if key not in view.queues:
+            key = (e.kind, (e.topic, e.queue_id))
+            if key[1] not in _queues(view)[e.kind]:
                 _not_restored(e, report, "no-queue", "its queue no longer exists")
             elif queue_starts.get(key) is not None and e.start_offset + e.size != queue_starts[key]:
                 _not_restored(e, report, "hole", f"the queue now starts at byte {queue_starts[key]}, "
@@ -69,6 +70,11 @@ def undo(reclaimer, dry_run: bool) -> Report:
             report.queues.append(QueueChange(topic, queue_id, before, after))
     return report
 
+def _queues(view) -> dict:
+    """The queues staged files of each kind go back into."""
+    return {"consumequeue": view.queues, "batchconsumequeue": view.batch_queues}
+
+
 def _not_restored(entry, report, reason, why) -> None:
     report.decisions.append(Decision(entry.kind, entry.path, NOT_RESTORED, reason, why, entry.size,
                                      {"trashed": f"trash/{entry.trash}"}))
@@ -89,5 +95,6 @@ def _restore(reclaimer, entry, report, trash, dry_run) -> bool:
 
 def _reload(reclaimer, entry, path) -> None:
     """Map a restored file into the open store's queues."""
-    cq = reclaimer.view.queues[(entry.topic, entry.queue_id)] if entry.kind == "consumequeue" else None
+    queues = _queues(reclaimer.view).get(entry.kind)
+    cq = queues[(entry.topic, entry.queue_id)] if queues is not None else None
     reclaimer.map_back(entry.kind, path, cq)

@@ -26,6 +26,7 @@ class StoreView:
     lock: object = field(default_factory=contextlib.nullcontext)
     adopt: object = None                 # gives new trash directories the store's owner
     writable: bool = True
+    batch_queues: dict = field(default_factory=dict)   # (topic, queueId) -> BatchQueue (BatchCQ topics)
 
 
 @contextlib.contextmanager
@@ -33,17 +34,20 @@ def readonly_view(layout, config, *, clock, disk_usage, leave_out=()):
     """A view over a store nobody has open, mapped read-only: for plans (--dry-run) that must
     change nothing, not even by recovering.  leave_out: commitlog files a recovery would remove
     (beyond its cut), which a real run never sees."""
-    from mqtool.storage import commitlog, consumequeue
+    from mqtool.storage import batchqueue, commitlog, consumequeue
     from mqtool.storage.indexfile import IndexFile
 
     queue = commitlog.open_queue(layout)
     for mf in [mf for mf in queue.files if mf.path in leave_out]:
         queue.files.remove(mf)
         mf.close()
-    queues, index_files = {}, []
+    queues, index_files, batch = {}, [], {}
     try:
         for cq in consumequeue.open_all(layout):
             queues[(cq.topic, cq.queue_id)] = cq
+        size = batchqueue.file_size(layout)
+        for topic, queue_id, directory in batchqueue.queues(layout):
+            batch[(topic, queue_id)] = batchqueue.BatchQueue(topic, queue_id, directory, size)
         slots, entries = layout.index_geometry()
         for info in layout.index_files():
             try:
@@ -51,10 +55,10 @@ def readonly_view(layout, config, *, clock, disk_usage, leave_out=()):
             except MqError:
                 continue
         yield StoreView(config=config, layout=layout, clock=clock, disk_usage=disk_usage, commitlog=queue,
-                        queues=queues, index_files=index_files, writable=False)
+                        queues=queues, index_files=index_files, writable=False, batch_queues=batch)
     finally:
         queue.close()
-        for cq in queues.values():
+        for cq in list(queues.values()) + list(batch.values()):
             cq.close()
         for f in index_files:
             f.close()
