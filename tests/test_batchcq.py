@@ -203,3 +203,15 @@ def test_clean_reclaims_batch_queue_files_below_the_new_minimum(tmp_path, run_cl
     assert not (store / "consumequeue" / TOPIC).exists()
     assert run_cli("clean", store, "--undo").code == 0
     assert all(p.read_bytes() == before[p] for p in paths)
+
+
+def test_salvage_says_the_batch_queues_are_not_carried(batch_store, run_cli, tmp_path):
+    store, _, _ = batch_store
+    refused = run_cli("salvage", store, tmp_path / "out")
+    assert refused.code == 3 and "batch-cq (queue.type=BatchCQ)" in refused.err
+    assert not (tmp_path / "out").exists()
+    done = run_cli("salvage", store, tmp_path / "out2", "--drop-features")
+    assert done.code == 0, done.err
+    assert "warning: batch-cq" in done.err
+    assert not (tmp_path / "out2" / "batchconsumequeue").exists()
+    assert run_cli("verify-crc", tmp_path / "out2").code == 0

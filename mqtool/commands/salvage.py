@@ -9,6 +9,7 @@ import click
 from mqtool.cli import options, output
 from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound, RefusedError, UsageError
+from mqtool.storage import census
 from mqtool.storage.settings import open_layout, store_config_for_write
 
 
@@ -18,7 +19,10 @@ from mqtool.storage.settings import open_layout, store_config_for_write
 @options.config_option
 @options.json_option
 @options.progress_option
-def cli(store, out, config_path, settings, as_json, progress):
+@click.option("--drop-features", is_flag=True,
+              help="Salvage a store whose features the new store does not carry (LMQ queues, consume queue "
+                   "extensions, batch queues, RocksDB consume queues): OUT gets plain consume queues only.")
+def cli(store, out, config_path, settings, as_json, progress, drop_features):
     """Copy every intact message (magic code and body CRC check) of STORE into a new store OUT.
 
     Damaged regions are skipped by resynchronising on the next valid record and reported.
@@ -35,6 +39,13 @@ def cli(store, out, config_path, settings, as_json, progress):
     root = source.root.resolve()
     if target == root or root in target.parents or target in root.parents:
         raise RefusedError("OUT overlaps STORE, which salvage only reads", path=target)
+    dropped = _not_carried(source)
+    if dropped and not drop_features:
+        raise RefusedError(f"the store uses {', '.join(dropped)}, which salvage does not carry into OUT (it "
+                           "writes plain consume queues); give --drop-features to salvage the messages anyway",
+                           path=source.root)
+    for name in dropped:
+        output.note(f"warning: {name} is not carried into {out} (--drop-features)")
     config = store_config_for_write(store, config_path, settings).replace(storePathRootDir=str(target),
                                                                                    storePathCommitLog=None,
                                                                                    readOnlyCommitLogStorePaths=None)
@@ -58,3 +69,11 @@ def cli(store, out, config_path, settings, as_json, progress):
                           "that was not recovered", highlight=False, markup=False)
     if report.damage or report.skipped_records or report.unsafe_topics:
         raise ProblemsFound(f"damaged data was skipped; {report.copied} messages were saved to {out}")
+
+
+def _not_carried(source) -> list[str]:
+    """The features of STORE that salvage's new store would not hold: salvage copies messages and
+    builds plain consume queues and index from them, nothing else."""
+    found = census.take(source)
+    return [f"{name} ({census.FEATURES[name].setting})" for name in sorted(found.features)
+            if name not in ("unknown", "mqtool") and "salvage" not in census.FEATURES[name].kept_by]
