@@ -144,6 +144,20 @@ def problems_of(c: dict, stored, computed, check_crc: bool) -> dict:
     return found
 
 
+def chunk_problems(chunk, base: int, check_crc: bool) -> dict:
+    """row -> record_problems of the records of a chunk that fail a check (the suspects decoded
+    by the reference decoder).  base: the commitlog offset of the chunk's file."""
+    c = chunk.columns
+    found = {}
+    for i in np.flatnonzero(suspects(c, ~c["crc_ok"] if check_crc else None)).tolist():
+        pos = int(c["offset"][i]) - base
+        got = commitlog.record_problems(fmt.decode_entry(chunk.buf.data, pos, pos + int(c["size"][i]), base),
+                                        check_crc)
+        if got:
+            found[i] = got
+    return found
+
+
 def tags_codes(chunk, c: dict, d: dict, names: dict, base: int, delay_levels) -> np.ndarray:
     """The consume queue's tagsCode of each record (dispatchrequest's rule): the Java hash of
     TAGS, or for SCHEDULE_TOPIC_XXXX with a DELAY level the delivery time.  Records whose DELAY
@@ -225,3 +239,16 @@ def row_ranges(chunk, with_body: bool, rows: int, max_bytes: int = 64 << 20):
         hi = max(hi, lo + 1)
         yield lo, hi
         lo = hi
+
+
+def blocks(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, with_body: bool = False,
+           rows: int = 16384):
+    """The Blocks of a chunk's records (those where keep is true), at most `rows` each (see
+    row_ranges), in order."""
+    names = topic_names(chunk)
+    for lo, hi in row_ranges(chunk, with_body, rows):
+        mask = np.zeros(chunk.count, dtype=np.bool_)
+        mask[lo:hi] = True if keep is None else keep[lo:hi]
+        if not mask.any():
+            continue
+        yield block(chunk, base, delay_levels, keep=mask, check_crc=check_crc, with_body=with_body, names=names)

@@ -307,8 +307,6 @@ def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body
     """rows() compiled: the same rows in the same order, as rowblocks.Block for runs of records
     (at most `rows` each) and lists of row tuples for the rest (problem rows, and a record the
     kernels leave to the reference decoder)."""
-    import numpy as np
-
     from mqtool.forensics import rowblocks
     from mqtool.native import fastscan
 
@@ -320,17 +318,9 @@ def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body
             if pending:
                 yield pending
                 pending = []
-            names = rowblocks.topic_names(entry)
-            keep = rowblocks.keep_mask(entry, filters, names)
-            for lo, hi in rowblocks.row_ranges(entry, with_body, rows):
-                mask = np.zeros(entry.count, dtype=np.bool_)
-                mask[lo:hi] = True
-                if keep is not None:
-                    mask &= keep
-                    if not mask.any():
-                        continue
-                yield rowblocks.block(entry, part.file_from, part.delay_levels, keep=mask, check_crc=check_crc,
-                                      with_body=with_body, names=names)
+            keep = rowblocks.keep_mask(entry, filters)
+            yield from rowblocks.blocks(entry, part.file_from, part.delay_levels, keep=keep, check_crc=check_crc,
+                                        with_body=with_body, rows=rows)
         elif isinstance(entry, Record):
             if filters.record_ok(entry):
                 pending.append(record_row(part, entry, commitlog.record_problems(entry, check_crc), with_body))

@@ -136,22 +136,15 @@ def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: di
     """A chunk's records into the partial: damaged ones per store (their problems from
     record_problems), the others that pass the filters per queue (columnar.aggregate)."""
     from mqtool.forensics import rowblocks
-    from mqtool.formats import commitlog as fmt
     from mqtool.native import columnar
 
     c = chunk.columns
     store.records += chunk.count
     store.bytes += int(c["size"].sum())
-    suspect = rowblocks.suspects(c, ~c["crc_ok"] if check_crc else None)
     good = np.ones(chunk.count, dtype=np.bool_)
-    base = part.file_from
-    for i in np.flatnonzero(suspect).tolist():
-        pos = int(c["offset"][i]) - part.file_from
-        found = commitlog.record_problems(fmt.decode_entry(chunk.buf.data, pos, pos + int(c["size"][i]), base),
-                                          check_crc)
-        if found:
-            good[i] = False
-            _count_problems(store, found)
+    for i, found in rowblocks.chunk_problems(chunk, part.file_from, check_crc).items():
+        good[i] = False
+        _count_problems(store, found)
     names = rowblocks.topic_names(chunk)
     keep = rowblocks.keep_mask(chunk, filters, names)
     if keep is not None:
