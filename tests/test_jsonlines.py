@@ -151,3 +151,37 @@ def test_dump_json_in_blocks_of_a_few_records(crafted, extracted, run_cli, monke
                  (crafted / "commitlog" / "00000000000000000000", "--json", "--limit", "5"),
                  (extracted("multifile"), "commitlog", "--json", "--queue", "0")):
         _assert_same(*_both(run_cli, monkeypatch, *args))
+
+
+def _expected_export(parts, with_body):
+    """topic -> {file name: the JSON lines of the reference rows}, as Spark's JSON writer writes rows."""
+    from mqtool.pipeline import engines as pipeline
+
+    names = [name for name, _ in pipeline.columns(with_body)]
+    want: dict = {}
+    for part in parts:
+        for row in pipeline.rows(part, with_body=with_body):
+            obj = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v)
+                   for k, v in zip(names, row) if v is not None and k != "topic"}
+            files = want.setdefault(row[names.index("topic")], {})
+            name = f"part-{part.index:05d}.jsonl"
+            files[name] = files.get(name, "") + ENCODE(obj) + "\n"
+    return want
+
+
+@pytest.mark.parametrize("with_body", [False, True])
+def test_export_jsonl_is_what_the_reference_rows_give(with_body, crafted, extracted, tmp_path):
+    from mqtool.pipeline import engines as pipeline
+    from mqtool.pipeline import exporter
+
+    for k, store in enumerate([crafted] + [extracted(name) for name in ALL_FIXTURES]):
+        parts = pipeline.commitlog_parts(pipeline.find_stores([store]))
+        out = tmp_path / f"out{k}"
+        for part in parts:
+            exporter.export_part(part, str(out), "jsonl", with_body)
+        want = _expected_export(parts, with_body)
+        assert sorted(out.rglob("*.jsonl")) == sorted(exporter.topic_dir(out, topic) / name
+                                                      for topic, files in want.items() for name in files)
+        for topic, files in want.items():
+            for name, text in files.items():
+                assert (exporter.topic_dir(out, topic) / name).read_text(encoding="utf-8") == text, (store, name)
