@@ -170,3 +170,21 @@ def test_stats_of_crafted_records(crafted):
     assert sum(a.messages for a in got.queues.values()) == len(ok) < len(CASES)
     (store,) = got.stores.values()
     assert store.damaged_records == len(CASES) - len(ok)
+
+
+def test_text_buffers_grow_for_malformed_utf8(tmp_path):
+    """Malformed bytes decode to 3 bytes each: many of them make decode's text buffers grow."""
+    data = b""
+    for k in range(40):
+        junk = bytes([0xFF, 0xC3, 0xE2, 0x82]) * (10 + k)
+        fields = {"topic": _bad_utf8(b"T" + junk[:60]),
+                  "properties": _bad_utf8(b"TAGS\x01" + junk + b"\x02KEYS\x01a " + junk + b"\x02UNIQ_KEY\x01" + junk
+                                          + b"\x02" + junk + b"\x01" + junk),
+                  "sysFlag": 0x30 if k % 3 == 0 else 0}
+        if k % 3 == 0:
+            fields.update(bornHost="[2001:db8:0:0:0:0:0:1]:61001", storeHost="[fe80:0:0:0:0:0:abcd:12]:10911")
+        data += _record(len(data), **fields)
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / "00000000000000000000").write_bytes(data + bytes((1 << 20) - len(data)))
+    assert assert_same_columns(root, False) == 40      # 4 raw bytes of junk decode to 9: more than twice

@@ -20,6 +20,7 @@ from mqtool.storage import commitlog
 from mqtool.storage.commitlog import EndOfData, Problem
 
 PROGRESS_STEP = 1 << 20  # bytes of commitlog between progress updates
+CHUNK_RECORDS = 16384    # records a chunk at most with a scanner (their file pages are resident meanwhile)
 
 
 @dataclass
@@ -97,7 +98,7 @@ def walk_commitlog(queue, filters: Filters, tally: Tally, *, check_crc: bool, di
     lo, hi = filters.offset_range
     next_update = 0
     for entry in commitlog.walk(queue, start=lo, end=None if hi is None else hi + 1, check_crc=check_crc,
-                                path_display=display, scanner=scanner):
+                                path_display=display, scanner=scanner, chunk_records=CHUNK_RECORDS):
         if scanner is not None and isinstance(entry, scanner.Chunk):
             shown = _count_chunk(entry, files, filters, tally, check_crc)
             if on_progress:

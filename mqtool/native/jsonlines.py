@@ -34,6 +34,8 @@ _NULL = np.frombuffer(b"null", dtype=np.uint8)
 _TRUE = np.frombuffer(b"true", dtype=np.uint8)
 _FALSE = np.frombuffer(b"false", dtype=np.uint8)
 U = np.uint64
+_POWERS = np.array([10 ** k for k in range(19)], dtype=np.int64)
+_PAIRS = np.frombuffer("".join(f"{k:02d}" for k in range(100)).encode(), dtype=np.uint8)
 # per byte: 0 stays as it is, 1 is escaped, 2 starts a UTF-8 sequence
 _CLASS = np.zeros(256, dtype=np.uint8)
 _CLASS[:32] = 1
@@ -53,7 +55,7 @@ def _copy(src, lo, hi, out, q):
     return q + hi - lo
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_int64(value, out, q):
     """A signed decimal integer, any int64."""
     if value == np.iinfo(np.int64).min:
@@ -63,17 +65,24 @@ def put_int64(value, out, q):
         q += 1
         value = -value
     n = 1
-    v = value
-    while v >= 10:
+    while n < 19 and value >= _POWERS[n]:
         n += 1
-        v //= 10
-    for k in range(n - 1, -1, -1):
-        out[U(q + k)] = 48 + value % 10
-        value //= 10
+    k = q + n
+    while value >= 100:               # two digits at a time, from the right
+        d = 2 * (value % 100)
+        value //= 100
+        out[U(k - 1)] = _PAIRS[d + 1]
+        out[U(k - 2)] = _PAIRS[d]
+        k -= 2
+    if value >= 10:
+        out[U(k - 1)] = _PAIRS[2 * value + 1]
+        out[U(k - 2)] = _PAIRS[2 * value]
+    else:
+        out[U(k - 1)] = 48 + value
     return q + n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_json_string(src, p, end, out, q):
     """src[p:end] as a JSON string (quotes included), decoded with "replace" and escaped as
     Python's json module escapes it.  out needs room for 6 bytes per source byte, plus 2."""
