@@ -28,7 +28,7 @@ from mqtool.storage.settings import open_layout, parse_settings
 
 KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog", "timerwheel", "timercheck")
 BODY_CUT = 48
-BLOCK_ROWS = 8192     # records a block of JSON lines (their text is in memory at once)
+BLOCK_ROWS = 4096     # records a block of JSON lines (their text is in memory at once)
 COLUMNAR_JSON = True  # False: JSON lines record by record (the reference the tests compare with)
 
 

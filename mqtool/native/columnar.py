@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.native.fastscan import _i32, _i64, _utf8_units, pair_at
+from mqtool.native.fastscan import _i32, _i64, _utf8_units
 from mqtool.native.jit import crc32, njit
 
 REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
@@ -199,7 +199,7 @@ def _named(data, lo, hi, name):
     if hi - lo != len(name):
         return False
     for k in range(len(name)):
-        if data[lo + k] != name[k]:
+        if data[U(lo + k)] != name[k]:
             return False
     return True
 
@@ -451,7 +451,7 @@ def _hash64(data, lo, hi):
     """FNV-1a over data[lo:hi], then a 64-bit finaliser (splitmix64's) to spread the bits."""
     h = np.uint64(0xCBF29CE484222325)
     for k in range(lo, hi):
-        h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
+        h = (h ^ np.uint64(data[U(k)])) * np.uint64(0x100000001B3)
     h ^= h >> np.uint64(30)
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(27)
@@ -479,22 +479,25 @@ def key_hashes(buf, props_pos, props_len, keys_name):
         p = props_pos[i]
         end = p + props_len[i]
         lo = hi = -1
+        ascii = True
         while p < end:
-            s, e = pair_at(buf, p, end)
+            s, e, plain = _scan_pair(buf, p, end)
             if p < s < e - 1 and _named(buf, p, s, keys_name):
-                lo, hi = s + 1, e
+                lo, hi, ascii = s + 1, e, plain
             p = e + 1
         if lo < 0:
             continue
         a = lo
         while a <= hi:
             b = a
-            while b < hi and buf[b] != 32:
+            while b < hi and buf[U(b)] != 32:
                 b += 1
             if b > a:
-                length = put_text(buf, a, b, scratch, 0)
                 record[count] = i
-                hashes[count] = _hash64(scratch, 0, length)
+                if ascii:      # its UTF-8 is the bytes as they are
+                    hashes[count] = _hash64(buf, a, b)
+                else:
+                    hashes[count] = _hash64(scratch, 0, put_text(buf, a, b, scratch, 0))
                 count += 1
             a = b + 1
     return record[:count], hashes[:count]

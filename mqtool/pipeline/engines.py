@@ -244,7 +244,7 @@ def _replace(part, **changes):
 
 
 # ------------------------------------------------------------------ reading
-def entries(part: CommitLogPart, check_crc: bool = True, scanner=None, chunk_records: int = 16384):
+def entries(part: CommitLogPart, check_crc: bool = True, scanner=None, chunk_records: int = 8192):
     """The walker's entries of one partition: its load problems first, then what walk_file yields
     for the file (Record, Blank, Problem, EndOfData), exactly as commitlog.walk would.  With
     scanner (mqtool.native.fastscan), runs of valid records come as its Chunks, of at most
@@ -300,7 +300,7 @@ def rows(part: CommitLogPart, filters: Filters | None = None, *, with_body: bool
             yield problem_row(part, entry, with_body)
 
 
-BLOCK_ROWS = 16384
+BLOCK_ROWS = 8192      # rows a block at most, and records a scanned chunk (its file pages stay resident)
 
 
 def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body: bool = False,
@@ -314,7 +314,7 @@ def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body
     filters = filters or Filters()
     want_problems = with_problems and not filters.needs_message
     pending = []
-    for entry in entries(part, check_crc, scanner=fastscan):
+    for entry in entries(part, check_crc, scanner=fastscan, chunk_records=rows):
         if isinstance(entry, fastscan.Chunk):
             if pending:
                 yield pending
