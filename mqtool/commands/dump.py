@@ -30,6 +30,8 @@ KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog
 BODY_CUT = 48
 BLOCK_ROWS = 4096     # records a block of JSON lines (their text is in memory at once)
 COLUMNAR_JSON = True  # False: JSON lines record by record (the reference the tests compare with)
+COLUMNAR_FROM = 64 << 20  # commitlog bytes from which JSON lines take the columnar path (below, loading
+                          # its compiled kernels, ~0.5 s, costs more than the record-by-record path)
 
 
 def _infer_kind(path: Path) -> str:
@@ -221,7 +223,7 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> None:
     table = None if ctx["json"] else _cl_table()
     total = sum(mf.file_size for mf in queue.files)
     scanner = None
-    if ctx["json"] and COLUMNAR_JSON:   # JSON lines come from the columnar read path, a block at a time
+    if ctx["json"] and COLUMNAR_JSON and total >= COLUMNAR_FROM:   # JSON lines from the columnar read path
         from mqtool.native import fastscan as scanner
     with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar:
         for event in dumpwalk.walk_commitlog(queue, filters, tally, check_crc=ctx["crc"], display=display,
@@ -277,18 +279,28 @@ def _message_lines(body):
 
 
 def _emit_records(chunk, shown, files, delay_levels, ctx) -> None:
-    """The JSON lines of a chunk's records to show, rendered a block at a time by compiled code."""
+    """The JSON lines of a chunk's records to show, a block at a time: each block is rendered by
+    compiled code in a second thread (without the GIL) while the next one is decoded here."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from mqtool.forensics import blockjson, rowblocks
 
     body = ctx["body"]
     if "lines" not in ctx:
         ctx["lines"] = _message_lines(body)
-    for block in rowblocks.blocks(chunk, files.start, delay_levels, keep=shown, check_crc=ctx["crc"],
-                                  with_body=body is not None, rows=BLOCK_ROWS):
-        raws = {"problems": blockjson.problems_fragments(block)}
-        if body:
-            raws["bodyDecompressed"] = blockjson.decompressed_fragments(block, body)
-        output.emit_json_lines(ctx["lines"].render(block, consts={"file": files.path}, raws=raws))
+    with ThreadPoolExecutor(1) as renderer:
+        ahead = None
+        for block in rowblocks.blocks(chunk, files.start, delay_levels, keep=shown, check_crc=ctx["crc"],
+                                      with_body=body is not None, rows=BLOCK_ROWS):
+            raws = {"problems": blockjson.problems_fragments(block)}
+            if body:
+                raws["bodyDecompressed"] = blockjson.decompressed_fragments(block, body)
+            job = renderer.submit(ctx["lines"].render, block, None, {"file": files.path}, raws)
+            if ahead is not None:
+                output.emit_json_lines(ahead.result())
+            ahead = job
+        if ahead is not None:
+            output.emit_json_lines(ahead.result())
 
 
 def _emit_record(record, found, delay_levels, ctx, files, table) -> None:
