@@ -11,10 +11,10 @@ import random
 
 import numpy as np
 import pytest
+from crafted import bad_utf8, store_of
 
 from conftest import ALL_FIXTURES
 from mqtool.commands import dump
-from mqtool.formats.commitlog import encode_record
 from mqtool.native import jsonlines as jl
 
 ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -41,32 +41,19 @@ def test_bodies_and_numbers():
     for size in range(0, 40):
         raw = bytes(rng.randrange(256) for _ in range(size))
         n = jl.put_base64(_array(raw), 0, size, out, 0)
-        assert bytes(out[:n]) == b'"' + base64.b64encode(raw) + b'"'
+        assert bytes(out[:n]) == base64.b64encode(raw)
         n = jl.put_hex(_array(raw), 0, size, out, 0)
-        assert bytes(out[:n]).decode() == f'"{raw.hex()}"'
+        assert bytes(out[:n]).decode() == raw.hex()
     for value in (0, 1, -1, 9, 10, -10, 2**31 - 1, -2**31, 2**63 - 1, -2**63, -2**63 + 1, 1234567890123):
         n = jl.put_int64(value, out, 0)
         assert bytes(out[:n]).decode() == str(value)
 
 
-def _record(offset, **fields):
-    base = {"queueId": 1, "flag": 7, "queueOffset": 0, "physicalOffset": offset, "sysFlag": 0,
-            "bornTimestamp": 1_700_000_000_000, "bornHost": "10.0.0.1:4000", "storeTimestamp": 1_700_000_000_123,
-            "storeHost": "192.168.7.9:10911", "reconsumeTimes": 0, "preparedTransactionOffset": 0,
-            "body": b"hello", "topic": "T", "properties": ""}
-    base.update(fields)
-    return encode_record(base)
-
-
-def _raw(data: bytes) -> str:
-    return data.decode("utf-8", "surrogateescape")
-
-
 CASES = [
     {"properties": "TAGS\x01a\x02KEYS\x01k1 k2  k3\x02UNIQ_KEY\x01U1", "body": b'{"quote": "\\\\"}\n\t\x00\x1f'},
     {"properties": "A\x01x\x02B\x01y\x02A\x01z\x02TAGS\x01t1\x02TAGS\x01t2\x02", "body": b""},
-    {"properties": _raw(b"TAGS\x01\xe0\x80x\x02KEYS\x01\xff\xfe k\x02\xc3\x01v\x02Q\x01\"\\\x7f\xe2\x80\xa8"),
-     "topic": _raw(b'T\xf0\x90"\\'), "body": b"\xff\xfe\xe2\x82 text \xf0\x9f\x98\x80"},
+    {"properties": bad_utf8(b"TAGS\x01\xe0\x80x\x02KEYS\x01\xff\xfe k\x02\xc3\x01v\x02Q\x01\"\\\x7f\xe2\x80\xa8"),
+     "topic": bad_utf8(b'T\xf0\x90"\\'), "body": b"\xff\xfe\xe2\x82 text \xf0\x9f\x98\x80"},
     {"topic": "SCHEDULE_TOPIC_XXXX", "properties": "DELAY\x013\x02TAGS\x01x\x02REAL_TOPIC\x01a\x08b\x0c"},
     {"topic": "SCHEDULE_TOPIC_XXXX", "properties": "DELAY\x01abc"},
     {"sysFlag": 0x30, "bornHost": "[2001:db8:0:0:0:0:0:1]:61001", "storeHost": "[0:0:0:0:0:ffff:a00:1]:10911"},
@@ -83,13 +70,7 @@ CASES = [
 
 @pytest.fixture
 def crafted(tmp_path):
-    data = b""
-    for fields in CASES:
-        data += _record(len(data), **fields)
-    root = tmp_path / "store"
-    (root / "commitlog").mkdir(parents=True)
-    (root / "commitlog" / "00000000000000000000").write_bytes(data + bytes(65536 - len(data)))
-    return root
+    return store_of(tmp_path / "store", CASES)
 
 
 VARIANTS = [

@@ -82,16 +82,23 @@ def put_text(src, p, end, out, q):
         q = _copy_value(src, s, p, out, q)
         if p >= end:
             break
-        n, ok = utf8_sequence(src, p, end)
-        if ok:
-            q = _copy_value(src, p, p + n, out, q)
-        else:
-            out[U(q)] = 0xEF
-            out[U(q + 1)] = 0xBF
-            out[U(q + 2)] = 0xBD
-            q += 3
-        p += n
+        p, q = put_sequence(src, p, end, out, q)
     return q
+
+
+@njit(cache=True, inline="always")
+def put_sequence(src, p, end, out, q):
+    """The UTF-8 sequence at src[p] (not ASCII) as Python decodes it with "replace": a valid
+    character copied, an invalid one as U+FFFD; returns the new (p, q)."""
+    n, ok = utf8_sequence(src, p, end)
+    if ok:
+        q = _copy_value(src, p, p + n, out, q)
+    else:
+        out[U(q)] = 0xEF
+        out[U(q + 1)] = 0xBF
+        out[U(q + 2)] = 0xBD
+        q += 3
+    return p + n, q
 
 
 @njit(cache=True, inline="always")

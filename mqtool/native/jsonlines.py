@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.native.columnar import utf8_sequence
+from mqtool.native.columnar import put_sequence
 from mqtool.native.jit import njit
 
 INT, BOOL, TEXT, MAP, BODY_BASE64, BODY_HEX, BODY_TEXT, RAW, CONST = range(9)
@@ -107,69 +107,52 @@ def put_json_string(src, p, end, out, q):
                 out[U(q + 1)] = 117
                 out[U(q + 2)] = 48
                 out[U(q + 3)] = 48
-                out[U(q + 4)] = _HEX[b >> 4]
-                out[U(q + 5)] = _HEX[b & 0xF]
-                q += 6
+                q = _hex_byte(np.int64(b), out, q + 4)
             continue
-        n, ok = utf8_sequence(src, p, end)
-        if ok:
-            q = _copy(src, p, p + n, out, q)
-        else:
-            out[U(q)] = 0xEF
-            out[U(q + 1)] = 0xBF
-            out[U(q + 2)] = 0xBD
-            q += 3
-        p += n
+        p, q = put_sequence(src, p, end, out, q)
     out[U(q)] = 34
     return q + 1
 
 
 @njit(cache=True)
 def put_base64(src, p, end, out, q):
-    """src[p:end] as a base64 JSON string (standard alphabet, padded)."""
-    out[U(q)] = 34
-    q += 1
-    while p + 3 <= end:
-        v = (np.int64(src[U(p)]) << 16) | (np.int64(src[U(p + 1)]) << 8) | np.int64(src[U(p + 2)])
+    """src[p:end] in base64 (standard alphabet, padded), unquoted."""
+    while p < end:
+        left = min(end - p, 3)        # bytes in this group of three
+        v = np.int64(src[U(p)]) << 16
+        if left > 1:
+            v |= np.int64(src[U(p + 1)]) << 8
+        if left > 2:
+            v |= np.int64(src[U(p + 2)])
         out[U(q)] = _B64[v >> 18]
         out[U(q + 1)] = _B64[(v >> 12) & 63]
-        out[U(q + 2)] = _B64[(v >> 6) & 63]
-        out[U(q + 3)] = _B64[v & 63]
+        out[U(q + 2)] = _B64[(v >> 6) & 63] if left > 1 else 61
+        out[U(q + 3)] = _B64[v & 63] if left > 2 else 61
         q += 4
         p += 3
-    left = end - p
-    if left:
-        v = np.int64(src[U(p)]) << 16
-        if left == 2:
-            v |= np.int64(src[U(p + 1)]) << 8
-        out[U(q)] = _B64[v >> 18]
-        out[U(q + 1)] = _B64[(v >> 12) & 63]
-        out[U(q + 2)] = _B64[(v >> 6) & 63] if left == 2 else 61
-        out[U(q + 3)] = 61
-        q += 4
-    out[U(q)] = 34
-    return q + 1
+    return q
+
+
+@njit(cache=True, inline="always")
+def _hex_byte(b, out, q):
+    out[U(q)] = _HEX[b >> 4]
+    out[U(q + 1)] = _HEX[b & 0xF]
+    return q + 2
 
 
 @njit(cache=True)
 def put_hex(src, p, end, out, q):
-    """src[p:end] as a JSON string of lower-case hex digits (bytes.hex())."""
-    out[U(q)] = 34
-    q += 1
+    """src[p:end] as lower-case hex digits (bytes.hex()), unquoted."""
     for k in range(p, end):
-        b = np.int64(src[U(k)])
-        out[U(q)] = _HEX[b >> 4]
-        out[U(q + 1)] = _HEX[b & 0xF]
-        q += 2
-    out[U(q)] = 34
-    return q + 1
+        q = _hex_byte(np.int64(src[U(k)]), out, q)
+    return q
 
 
 @njit(cache=True, nogil=True)
 def render(rows, kinds, cols, key_off, keys, skip_null, ints, text_off, text_data, text_valid,
            map_entries, map_koff, map_kdata, map_voff, map_vdata, out):
     """The JSON lines of `rows` (row numbers, in the order wanted), one object a line, written
-    into out (room enough: see bound()); returns the length.  Field f is kinds[f] over column
+    into out (room for the worst case: every text byte escaped); returns the length.  Field f is kinds[f] over column
     cols[f] with the key keys[key_off[f]:key_off[f + 1]]; INT and BOOL columns are rows of
     ints, text columns rows of text_off (offsets into text_data, n + 1 each) and text_valid."""
     q = 0
@@ -181,35 +164,25 @@ def render(rows, kinds, cols, key_off, keys, skip_null, ints, text_off, text_dat
             kind = kinds[f]
             c = cols[f]
             k0, k1 = key_off[f], key_off[f + 1]
+            lo = hi = 0
             if kind == RAW:
                 lo, hi = text_off[c, r], text_off[c, r + 1]
                 if hi == lo and k1 == k0:
                     continue
-                if not first:
-                    out[U(q)] = 44
-                    q += 1
-                first = False
-                if hi > lo:
-                    q = _copy(text_data, lo, hi, out, q)
-                else:
-                    q = _copy(keys, k0, k1, out, q)
-                continue
-            if kind == TEXT and not text_valid[c, r]:
-                if skip_null:
-                    continue
-                if not first:
-                    out[U(q)] = 44
-                    q += 1
-                first = False
-                q = _copy(keys, k0, k1, out, q)
-                q = _copy(_NULL, 0, 4, out, q)
+            null = kind == TEXT and not text_valid[c, r]
+            if null and skip_null:
                 continue
             if not first:
                 out[U(q)] = 44
                 q += 1
             first = False
+            if kind == RAW:           # the row's fragment, else the default one
+                q = _copy(text_data, lo, hi, out, q) if hi > lo else _copy(keys, k0, k1, out, q)
+                continue
             q = _copy(keys, k0, k1, out, q)
-            if kind == INT:
+            if null:
+                q = _copy(_NULL, 0, 4, out, q)
+            elif kind == INT:
                 q = put_int64(ints[c, r], out, q)
             elif kind == TEXT or kind == BODY_TEXT:
                 q = put_json_string(text_data, text_off[c, r], text_off[c, r + 1], out, q)
@@ -231,10 +204,14 @@ def render(rows, kinds, cols, key_off, keys, skip_null, ints, text_off, text_dat
                     q = put_json_string(map_vdata, map_voff[e], map_voff[e + 1], out, q)
                 out[U(q)] = 125
                 q += 1
-            elif kind == BODY_BASE64:
-                q = put_base64(text_data, text_off[c, r], text_off[c, r + 1], out, q)
-            elif kind == BODY_HEX:
-                q = put_hex(text_data, text_off[c, r], text_off[c, r + 1], out, q)
+            elif kind == BODY_BASE64 or kind == BODY_HEX:
+                out[U(q)] = 34
+                if kind == BODY_BASE64:
+                    q = put_base64(text_data, text_off[c, r], text_off[c, r + 1], out, q + 1)
+                else:
+                    q = put_hex(text_data, text_off[c, r], text_off[c, r + 1], out, q + 1)
+                out[U(q)] = 34
+                q += 1
             # CONST: the key bytes were the field
         out[U(q)] = 125
         out[U(q + 1)] = 10
