@@ -192,7 +192,7 @@ CHUNK_RECORDS = 1 << 16
 
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
               display_path: str | None = None, resync_after_damage: bool = True, scanner=None,
-              stop: int | None = None, parse_props: bool = False, chunk_records: int = CHUNK_RECORDS):
+              stop: int | None = None, parse_props: bool = False, chunk_records: int | None = None):
     """Yield the entries of one commitlog file from byte `start` on.
 
     Yields Record, Blank, Problem and finally EndOfData when the written data
@@ -204,7 +204,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     not load compiled code); runs of valid records then come as its Chunk columns (body
     CRCs in the crc_ok column) instead of Record objects, the rest of the walk is the same.
     parse_props (with a scanner): the chunks come parsed (Chunk.parsed), in the same pass.
-    chunk_records: records a chunk at most (its file pages are let go once the next is asked for).
+    chunk_records: records a chunk at most (CHUNK_RECORDS by default; a chunk's file pages are let go
+    once the next is asked for).
     """
     buf = mf.buf
     limit = mf.file_size if stop is None else stop
@@ -223,7 +224,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
             if pos >= populated:
                 populated = pos + POPULATE_STEP
                 mf.populate(pos, POPULATE_STEP)
-            chunk = scanner.scan(array, pos, limit, base, check_crc, chunk_records, parse_props)
+            chunk = scanner.scan(array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
+                                 parse_props)
             if chunk.count:
                 chunk.path = path
                 yield chunk
@@ -307,7 +309,7 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
 
 def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
          check_crc: bool = True, path_display=None, aligned: bool = False, scanner=None,
-         resync_after_damage: bool = True, parse_props: bool = False, chunk_records: int = CHUNK_RECORDS):
+         resync_after_damage: bool = True, parse_props: bool = False, chunk_records: int | None = None):
     """Yield every entry of the commitlog in [start, end).  Load problems (bad
     names, sizes, gaps) come first, as Problems.
 
