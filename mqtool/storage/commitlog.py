@@ -218,16 +218,18 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
 
         array = np.frombuffer(buf, dtype=np.uint8) if limit else np.zeros(0, dtype=np.uint8)
         populated = pos
+        ahead = POPULATE_STEP      # then about a chunk's bytes (at most POPULATE_STEP)
     while pos < limit:
         if scanner:
             mf.drop_pages_before(pos, step=0)       # the last chunk is done with
             if pos >= populated:
-                populated = pos + POPULATE_STEP
-                mf.populate(pos, POPULATE_STEP)
+                populated = pos + ahead
+                mf.populate(pos, ahead)
             chunk = scanner.scan(array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
                                  parse_props)
             if chunk.count:
                 chunk.path = path
+                ahead = min(POPULATE_STEP, max(chunk.stop - pos, 1 << 20))
                 yield chunk
                 pos = chunk.stop
             if chunk.kind in (scanner.FULL, scanner.REACHED_LIMIT):
