@@ -6,6 +6,8 @@ drop, and marks each entry that fails a check.  Exit 1 when anything failed.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -28,7 +30,7 @@ from mqtool.storage.settings import open_layout, parse_settings
 
 KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog", "timerwheel", "timercheck")
 BODY_CUT = 48
-BLOCK_ROWS = 4096     # records a block of JSON lines (their text is in memory at once)
+BLOCK_ROWS = 8192     # records a block of JSON lines (their text is in memory at once)
 COLUMNAR_JSON = True  # False: JSON lines record by record (the reference the tests compare with)
 COLUMNAR_FROM = 64 << 20  # commitlog bytes from which JSON lines take the columnar path (below, loading
                           # its compiled kernels, ~0.5 s, costs more than the record-by-record path)
@@ -225,13 +227,17 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> None:
     scanner = None
     if ctx["json"] and COLUMNAR_JSON and total >= COLUMNAR_FROM:   # JSON lines from the columnar read path
         from mqtool.native import fastscan as scanner
-    with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar:
+    rendered = _Rendered() if scanner else None
+    with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar, rendered or nullcontext():
         for event in dumpwalk.walk_commitlog(queue, filters, tally, check_crc=ctx["crc"], display=display,
                                              on_progress=bar.update, scanner=scanner):
             what, entry = event[0], event[1]
             if what == "records":
-                _emit_records(entry, event[2], event[3], delay_levels, ctx)
-            elif what == "record":
+                _emit_records(entry, event[2], event[3], delay_levels, ctx, rendered)
+                continue
+            if rendered:
+                rendered.flush()     # the lines before this entry first
+            if what == "record":
                 _emit_record(entry, event[2], delay_levels, ctx, event[3], table)
             elif what == "blank":
                 files = event[2]
@@ -246,6 +252,8 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> None:
                               entry.message, f"[{entry.kind}]")
             elif ctx["json"]:   # the end of the data
                 output.emit_json({"type": "end", "file": entry.path, "offset": entry.offset})
+        if rendered:
+            rendered.flush()
     counts = {"records": tally.records - records, "blanks": tally.blanks - blanks,
               "problems": tally.problems - problems}
     stopped = tally.stopped_at
@@ -278,29 +286,44 @@ def _message_lines(body):
     return blockjson.Lines(fields)
 
 
-def _emit_records(chunk, shown, files, delay_levels, ctx) -> None:
-    """The JSON lines of a chunk's records to show, a block at a time: each block is rendered by
-    compiled code in a second thread (without the GIL) while the next one is decoded here."""
-    from concurrent.futures import ThreadPoolExecutor
+class _Rendered:
+    """JSON lines rendered in a second thread (compiled code, without the GIL) while this one
+    decodes the next block; written in order, each block's once the next one is handed over."""
 
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(1)
+        self.ahead = None
+
+    def submit(self, render, *args) -> None:
+        job = self.pool.submit(render, *args)
+        self.flush()
+        self.ahead = job
+
+    def flush(self) -> None:
+        if self.ahead is not None:
+            ahead, self.ahead = self.ahead, None
+            output.emit_json_lines(ahead.result())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool.shutdown(cancel_futures=True)
+
+
+def _emit_records(chunk, shown, files, delay_levels, ctx, rendered: _Rendered) -> None:
+    """The JSON lines of a chunk's records to show, a block at a time, by compiled code."""
     from mqtool.forensics import blockjson, rowblocks
 
     body = ctx["body"]
     if "lines" not in ctx:
         ctx["lines"] = _message_lines(body)
-    with ThreadPoolExecutor(1) as renderer:
-        ahead = None
-        for block in rowblocks.blocks(chunk, files.start, delay_levels, keep=shown, check_crc=ctx["crc"],
-                                      with_body=body is not None, rows=BLOCK_ROWS):
-            raws = {"problems": blockjson.problems_fragments(block)}
-            if body:
-                raws["bodyDecompressed"] = blockjson.decompressed_fragments(block, body)
-            job = renderer.submit(ctx["lines"].render, block, None, {"file": files.path}, raws)
-            if ahead is not None:
-                output.emit_json_lines(ahead.result())
-            ahead = job
-        if ahead is not None:
-            output.emit_json_lines(ahead.result())
+    for block in rowblocks.blocks(chunk, files.start, delay_levels, keep=shown, check_crc=ctx["crc"],
+                                  with_body=body is not None, rows=BLOCK_ROWS):
+        raws = {"problems": blockjson.problems_fragments(block)}
+        if body:
+            raws["bodyDecompressed"] = blockjson.decompressed_fragments(block, body)
+        rendered.submit(ctx["lines"].render, block, None, {"file": files.path}, raws)
 
 
 def _emit_record(record, found, delay_levels, ctx, files, table) -> None:

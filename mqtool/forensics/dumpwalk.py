@@ -20,7 +20,7 @@ from mqtool.storage import commitlog
 from mqtool.storage.commitlog import EndOfData, Problem
 
 PROGRESS_STEP = 1 << 20  # bytes of commitlog between progress updates
-CHUNK_RECORDS = 16384   # records a chunk at most with a scanner (their file pages are resident meanwhile)
+CHUNK_RECORDS = 8192    # records a chunk at most with a scanner (their file pages are resident meanwhile)
 
 
 @dataclass
