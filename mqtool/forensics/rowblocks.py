@@ -55,11 +55,6 @@ class Block:
             return None
         return bytes(data[off[i]:off[i + 1]]).decode("utf-8")
 
-    def properties(self, i: int) -> dict:
-        entries, koff, kdata, voff, vdata = self.props
-        return {bytes(kdata[koff[j]:koff[j + 1]]).decode(): bytes(vdata[voff[j]:voff[j + 1]]).decode()
-                for j in range(entries[i], entries[i + 1])}
-
 
 def _texts_of(values: list[str], codes) -> tuple:
     """A text column of few distinct values: values[codes[i]] for each row, as offsets and data."""

@@ -244,11 +244,11 @@ def _replace(part, **changes):
 
 
 # ------------------------------------------------------------------ reading
-def entries(part: CommitLogPart, check_crc: bool = True, scanner=None, chunk_records: int = 8192):
+def entries(part: CommitLogPart, check_crc: bool = True, scanner=None, chunk_records: int | None = None):
     """The walker's entries of one partition: its load problems first, then what walk_file yields
     for the file (Record, Blank, Problem, EndOfData), exactly as commitlog.walk would.  With
     scanner (mqtool.native.fastscan), runs of valid records come as its Chunks, of at most
-    chunk_records (a chunk's file pages are resident while it is worked on)."""
+    chunk_records (BLOCK_ROWS by default: a chunk's file pages are resident while it is worked on)."""
     for kind, path, offset, message in part.load_problems:
         yield commitlog.Problem(kind, path, 0, offset, message)
     if part.path is None:
@@ -256,7 +256,8 @@ def entries(part: CommitLogPart, check_crc: bool = True, scanner=None, chunk_rec
     mf = MappedFile(Path(part.path), part.file_size, strict=False)
     try:
         yield from commitlog.walk_file(mf, check_crc=check_crc, is_last=part.is_last,
-                                       display_path=part.display, scanner=scanner, chunk_records=chunk_records)
+                                       display_path=part.display, scanner=scanner,
+                                       chunk_records=chunk_records or BLOCK_ROWS)
     finally:
         mf.close()
 
