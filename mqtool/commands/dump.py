@@ -6,7 +6,6 @@ drop, and marks each entry that fails a check.  Exit 1 when anything failed.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from mqtool.forensics.filters import Filters
 from mqtool.forensics.messageview import BODY_FORMATS, message_fields
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
+from mqtool.pipeline.engines import Behind
 from mqtool.storage import census, commitlog, consumequeue, dispatchrequest, metafiles, timerstore
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import IndexFile
@@ -227,7 +227,7 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> None:
     scanner = None
     if ctx["json"] and COLUMNAR_JSON and total >= COLUMNAR_FROM:   # JSON lines from the columnar read path
         from mqtool.native import fastscan as scanner
-    rendered = _Rendered() if scanner else None
+    rendered = Behind() if scanner else None    # each block rendered and written while the next is decoded
     with output.progress(total, "dump commitlog", enabled=ctx["progress"]) as bar, rendered or nullcontext():
         for event in dumpwalk.walk_commitlog(queue, filters, tally, check_crc=ctx["crc"], display=display,
                                              on_progress=bar.update, scanner=scanner):
@@ -236,7 +236,7 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> None:
                 _emit_records(entry, event[2], event[3], delay_levels, ctx, rendered)
                 continue
             if rendered:
-                rendered.flush()     # the lines before this entry first
+                rendered.wait()     # the lines before this entry first
             if what == "record":
                 _emit_record(entry, event[2], delay_levels, ctx, event[3], table)
             elif what == "blank":
@@ -253,7 +253,7 @@ def _dump_commitlog(queue, delay_levels, filters, ctx, display) -> None:
             elif ctx["json"]:   # the end of the data
                 output.emit_json({"type": "end", "file": entry.path, "offset": entry.offset})
         if rendered:
-            rendered.flush()
+            rendered.wait()
     counts = {"records": tally.records - records, "blanks": tally.blanks - blanks,
               "problems": tally.problems - problems}
     stopped = tally.stopped_at
@@ -286,32 +286,11 @@ def _message_lines(body):
     return blockjson.Lines(fields)
 
 
-class _Rendered:
-    """JSON lines rendered in a second thread (compiled code, without the GIL) while this one
-    decodes the next block; written in order, each block's once the next one is handed over."""
-
-    def __init__(self):
-        self.pool = ThreadPoolExecutor(1)
-        self.ahead = None
-
-    def submit(self, render, *args) -> None:
-        job = self.pool.submit(render, *args)
-        self.flush()
-        self.ahead = job
-
-    def flush(self) -> None:
-        if self.ahead is not None:
-            ahead, self.ahead = self.ahead, None
-            output.emit_json_lines(ahead.result())
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.pool.shutdown(cancel_futures=True)
+def _write_lines(lines, block, consts, raws) -> None:
+    output.emit_json_lines(lines.render(block, None, consts, raws))
 
 
-def _emit_records(chunk, shown, files, delay_levels, ctx, rendered: _Rendered) -> None:
+def _emit_records(chunk, shown, files, delay_levels, ctx, rendered) -> None:
     """The JSON lines of a chunk's records to show, a block at a time, by compiled code."""
     from mqtool.forensics import blockjson, rowblocks
 
@@ -323,7 +302,7 @@ def _emit_records(chunk, shown, files, delay_levels, ctx, rendered: _Rendered) -
         raws = {"problems": blockjson.problems_fragments(block)}
         if body:
             raws["bodyDecompressed"] = blockjson.decompressed_fragments(block, body)
-        rendered.submit(ctx["lines"].render, block, None, {"file": files.path}, raws)
+        rendered.run(_write_lines, ctx["lines"], block, {"file": files.path}, raws)
 
 
 def _emit_record(record, found, delay_levels, ctx, files, table) -> None:

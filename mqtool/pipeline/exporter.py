@@ -119,6 +119,10 @@ class _ParquetWriter:
         self.writer.close()
 
 
+def _write_lines(writer, lines, block, rows, consts, raws) -> None:
+    writer.write_lines(lines.render(block, rows, consts, raws))
+
+
 def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: bool = False,
                 filters: pipeline.Filters | None = None) -> dict:
     """Write one partition's rows under out, one file per topic; returns {topic: rows written}
@@ -158,9 +162,9 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
             return
         writer = writer_of(topic)
         if fmt == "parquet":
-            writer.write_batches(items)
+            behind.run(writer.write_batches, items)
         else:
-            writer.write([row for rows in items for row in rows])
+            behind.run(writer.write, [row for rows in items for row in rows])
 
     def add(topic, item, n):
         items, size = pending.setdefault(topic, ([], 0))
@@ -184,28 +188,31 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
             else:
                 add(topic, [r[:topic_at] + r[topic_at + 1:] for r in group], len(group))
 
+    behind = pipeline.Behind()    # writes (and JSON lines rendered) while the next block is decoded
     try:
-        for piece in pipeline.row_blocks(part, filters, with_body=with_body):
-            if isinstance(piece, list):
-                add_rows(piece)
-                continue
-            counts[None] += piece.n - int(piece.numbers["ok"].sum())
-            topics = piece.topics()
-            for topic, rows in topics:
-                counts[topic] = counts.get(topic, 0) + len(rows)
-            if fmt == "parquet":
-                batch = block_to_arrow(piece, part, full_schema).drop_columns(["topic"])
+        with behind:     # on the way out the last write ends before the files are closed
+            for piece in pipeline.row_blocks(part, filters, with_body=with_body):
+                if isinstance(piece, list):
+                    add_rows(piece)
+                    continue
+                counts[None] += piece.n - int(piece.numbers["ok"].sum())
+                topics = piece.topics()
                 for topic, rows in topics:
-                    add(topic, batch if len(topics) == 1 else batch.take(rows), len(rows))
-            else:
-                consts = {"broker": part.broker, "store": part.store, "file": piece.path}
-                raws = {"problems": problems_fragments(piece)}
-                for topic, rows in topics:
-                    flush(topic)     # rows of this topic that came as row tuples go first
-                    writer_of(topic).write_lines(lines.render(piece, None if len(topics) == 1 else rows, consts,
-                                                              raws))
-        for topic in list(pending):
-            flush(topic)
+                    counts[topic] = counts.get(topic, 0) + len(rows)
+                if fmt == "parquet":
+                    batch = block_to_arrow(piece, part, full_schema).drop_columns(["topic"])
+                    for topic, rows in topics:
+                        add(topic, batch if len(topics) == 1 else batch.take(rows), len(rows))
+                else:
+                    consts = {"broker": part.broker, "store": part.store, "file": piece.path}
+                    raws = {"problems": problems_fragments(piece)}
+                    for topic, rows in topics:
+                        flush(topic)     # rows of this topic that came as row tuples go first
+                        behind.run(_write_lines, writer_of(topic), lines, piece, None if len(topics) == 1 else rows,
+                                   consts, raws)
+            for topic in list(pending):
+                flush(topic)
+            behind.wait()
     finally:
         for writer in writers.values():
             writer.close()
