@@ -49,8 +49,8 @@ def run(args: list[str]) -> tuple[float, int, str]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"mqtool {' '.join(args)} exited {proc.returncode}: {err}")
-        out.seek(0)
-        tail = out.read()[-4096:].decode(errors="replace")
+        out.seek(max(0, out.seek(0, os.SEEK_END) - 4096))    # the tail only: a forked child starts
+        tail = out.read().decode(errors="replace")            # with this process's RSS as its own
     return wall, usage.ru_maxrss * 1024, tail
 
 

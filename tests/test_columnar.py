@@ -8,12 +8,11 @@ import random
 
 import numpy as np
 import pytest
-
-from mqtool.formats.commitlog import encode_record
-from mqtool.native import columnar
-from mqtool.pipeline import engines as pipeline
+from crafted import bad_utf8, store_of
 
 from conftest import ALL_FIXTURES
+from mqtool.native import columnar
+from mqtool.pipeline import engines as pipeline
 
 pa = pytest.importorskip("pyarrow")
 from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow  # noqa: E402
@@ -60,25 +59,12 @@ def test_filters_pick_the_same_rows(extracted):
     assert assert_same_columns(extracted("multifile"), False, filters=filters) > 0
 
 
-def _record(offset, **fields):
-    base = {"queueId": 1, "flag": 7, "queueOffset": 0, "physicalOffset": offset, "sysFlag": 0,
-            "bornTimestamp": 1_700_000_000_000, "bornHost": "10.0.0.1:4000", "storeTimestamp": 1_700_000_000_123,
-            "storeHost": "192.168.7.9:10911", "reconsumeTimes": 0, "preparedTransactionOffset": 0,
-            "body": b"hello", "topic": "T", "properties": ""}
-    base.update(fields)
-    return encode_record(base)
-
-
-def _bad_utf8(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
-
-
 CASES = [
     {"properties": "TAGS\x01a\x02KEYS\x01k1 k2  k3\x02UNIQ_KEY\x01U1"},
     {"properties": "A\x01x\x02B\x01y\x02A\x01z\x02TAGS\x01t1\x02TAGS\x01t2\x02"},          # duplicates: last wins
     {"properties": "\x01v\x02n\x01\x02ab\x02\x02\x01\x02Q\x01\x01\x01"},                   # skipped pairs
-    {"properties": _bad_utf8(b"TAGS\x01\xe0\x80x\x02KEYS\x01\xff\xfe k\x02\xc3\x01v"), "topic": _bad_utf8(b"T\xf0\x90")},
-    {"properties": _bad_utf8(b"\xe2\x82\x01a\x02\xe2\x82\xff\x01b")},                       # two names that decode alike
+    {"properties": bad_utf8(b"TAGS\x01\xe0\x80x\x02KEYS\x01\xff\xfe k\x02\xc3\x01v"), "topic": bad_utf8(b"T\xf0\x90")},
+    {"properties": bad_utf8(b"\xe2\x82\x01a\x02\xe2\x82\xff\x01b")},                       # two names that decode alike
     {"topic": "SCHEDULE_TOPIC_XXXX", "properties": "DELAY\x013\x02TAGS\x01x"},
     {"topic": "SCHEDULE_TOPIC_XXXX", "properties": "DELAY\x0199\x02TAGS\x01x"},
     {"topic": "SCHEDULE_TOPIC_XXXX", "properties": "DELAY\x01+2\x02TAGS\x01x"},
@@ -97,13 +83,7 @@ CASES = [
 
 @pytest.fixture
 def crafted(tmp_path):
-    data = b""
-    for fields in CASES:
-        data += _record(len(data), **fields)
-    root = tmp_path / "store"
-    (root / "commitlog").mkdir(parents=True)
-    (root / "commitlog" / "00000000000000000000").write_bytes(data + bytes(65536 - len(data)))
-    return root
+    return store_of(tmp_path / "store", CASES)
 
 
 @pytest.mark.parametrize("with_body", [False, True])
@@ -124,9 +104,9 @@ def test_text_is_decoded_as_python_decodes_it():
 @pytest.mark.parametrize("name", list(ALL_FIXTURES))
 def test_stats_equal_sums_over_the_reference_rows(name, extracted):
     """storestats (vectorised over chunks) against plain sums over the reference walker's rows."""
-    from mqtool.pipeline import storestats
-
     from pipeline_expect import size_bucket
+
+    from mqtool.pipeline import storestats
 
     parts = pipeline.commitlog_parts(pipeline.find_stores([f"{name}={extracted(name)}"]))
     got = storestats.merge(storestats.scan(p) for p in parts)
@@ -170,3 +150,19 @@ def test_stats_of_crafted_records(crafted):
     assert sum(a.messages for a in got.queues.values()) == len(ok) < len(CASES)
     (store,) = got.stores.values()
     assert store.damaged_records == len(CASES) - len(ok)
+
+
+def test_text_buffers_grow_for_malformed_utf8(tmp_path):
+    """Malformed bytes decode to 3 bytes each: many of them make decode's text buffers grow."""
+    cases = []
+    for k in range(40):
+        junk = bytes([0xFF, 0xC3, 0xE2, 0x82]) * (10 + k)
+        fields = {"topic": bad_utf8(b"T" + junk[:60]),
+                  "properties": bad_utf8(b"TAGS\x01" + junk + b"\x02KEYS\x01a " + junk + b"\x02UNIQ_KEY\x01" + junk
+                                         + b"\x02" + junk + b"\x01" + junk),
+                  "sysFlag": 0x30 if k % 3 == 0 else 0}
+        if k % 3 == 0:
+            fields.update(bornHost="[2001:db8:0:0:0:0:0:1]:61001", storeHost="[fe80:0:0:0:0:0:abcd:12]:10911")
+        cases.append(fields)
+    root = store_of(tmp_path / "store", cases, 1 << 20)
+    assert assert_same_columns(root, False) == 40      # 4 raw bytes of junk decode to 9: more than twice

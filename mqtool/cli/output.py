@@ -75,6 +75,16 @@ def emit_json(obj: dict) -> None:
     sys.stdout.write(text + "\n")
 
 
+def emit_json_lines(data) -> None:
+    """Ready JSON lines (UTF-8 bytes, or a uint8 array of them) on stdout, after what came before."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(bytes(data).decode("utf-8"))
+        return
+    sys.stdout.flush()
+    buffer.write(memoryview(data))
+
+
 # control characters (C0 but tab and newline, DEL, C1) shown as \xNN: a topic or key holding ESC
 # must not drive the terminal
 _CONTROLS = {i: f"\\x{i:02x}" for i in (*range(0, 32), *range(127, 160)) if i not in (9, 10)}

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from mqtool.forensics.filters import Filters
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.consumequeue import is_valid_unit
@@ -18,6 +20,7 @@ from mqtool.storage import commitlog
 from mqtool.storage.commitlog import EndOfData, Problem
 
 PROGRESS_STEP = 1 << 20  # bytes of commitlog between progress updates
+CHUNK_RECORDS = 8192    # records a chunk at most with a scanner (their file pages are resident meanwhile)
 
 
 @dataclass
@@ -82,18 +85,29 @@ class FileOf:
         return self.mf
 
 
-def walk_commitlog(queue, filters: Filters, tally: Tally, *, check_crc: bool, display, on_progress=None):
+def walk_commitlog(queue, filters: Filters, tally: Tally, *, check_crc: bool, display, on_progress=None,
+                   scanner=None):
     """Yield what dump shows of a commitlog: ("record", Record, found problems, FileOf) for each
     record the filters keep, ("blank", Blank, FileOf), ("problem", Problem), ("end", EndOfData).
-    Counts every record, blank and problem in tally, shown or not; stops at --limit."""
+    With scanner (mqtool.native.fastscan) runs of records come as ("records", Chunk, shown,
+    FileOf) instead: shown is a mask of the chunk's records to show.  Counts every record, blank
+    and problem in tally, shown or not; stops at --limit."""
     for lp in queue.problems[:1]:  # the walk yields these first
         tally.note_problem(display(lp.path), None, lp.kind)
     files = FileOf(queue, display)
     lo, hi = filters.offset_range
     next_update = 0
     for entry in commitlog.walk(queue, start=lo, end=None if hi is None else hi + 1, check_crc=check_crc,
-                                path_display=display):
-        if isinstance(entry, Record):
+                                path_display=display, scanner=scanner, chunk_records=CHUNK_RECORDS):
+        if scanner is not None and isinstance(entry, scanner.Chunk):
+            shown = _count_chunk(entry, files, filters, tally, check_crc)
+            if on_progress:
+                on_progress(tally.end_offset - queue.min_offset)
+            if shown.any():
+                yield "records", entry, shown, files
+            if tally.stopped_at is not None:
+                return
+        elif isinstance(entry, Record):
             tally.records += 1
             tally.end_offset = entry.offset + entry.total_size
             mf = files.at(entry.offset)
@@ -125,6 +139,34 @@ def walk_commitlog(queue, filters: Filters, tally: Tally, *, check_crc: bool, di
         elif isinstance(entry, EndOfData):
             tally.end_offset = entry.offset
             yield "end", entry
+
+
+def _count_chunk(chunk, files: FileOf, filters: Filters, tally: Tally, check_crc: bool):
+    """What walk_commitlog counts of each record, for a chunk of them at once; returns the mask of
+    the records to show (the filters', cut at --limit, which then sets tally.stopped_at)."""
+    from mqtool.forensics import rowblocks  # compiled code: loaded only when chunks come
+
+    c = chunk.columns
+    files.at(int(c["offset"][0]))       # a chunk lies in one file
+    keep = rowblocks.keep_mask(chunk, filters)
+    keep = np.ones(chunk.count, dtype=np.bool_) if keep is None else keep
+    end = chunk.count
+    if tally.limit is not None:
+        kept = np.flatnonzero(keep)
+        room = max(tally.limit - tally.shown, 1)     # a record is shown before the limit is looked at
+        if len(kept) >= room:
+            end = int(kept[room - 1]) + 1
+            keep[end:] = False
+    found = rowblocks.chunk_problems(chunk, files.start, check_crc)
+    for i in sorted(i for i in found if i < end):
+        tally.problems += len(found[i])
+        tally.note_problem(files.path, int(c["offset"][i]) - files.start, found[i][0][0])
+    tally.records += end
+    tally.end_offset = int(c["offset"][end - 1] + c["size"][end - 1])
+    tally.shown += int(keep.sum())
+    if end < chunk.count or tally.full():
+        tally.stopped_at = tally.end_offset
+    return keep
 
 
 def walk_queue(cq, filters: Filters, tally: Tally, display):

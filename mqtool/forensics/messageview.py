@@ -88,10 +88,19 @@ def message_fields(record: Record, *, body: str | None = "base64") -> dict:
     }
     if body is not None:
         out["body"] = render_body(record.body, body)
-        codec = sysflag.compression_type(record.sys_flag)
-        if codec and record.body:
-            try:
-                out["bodyDecompressed"] = render_body(decompress(record.body, codec), body)
-            except ValueError as exc:
-                out["bodyDecompressError"] = str(exc)
+        unpacked = decompressed_field(record.body, record.sys_flag, body)
+        if unpacked:
+            out[unpacked[0]] = unpacked[1]
     return out
+
+
+def decompressed_field(body: bytes, sys_flag: int, how: str) -> tuple[str, str] | None:
+    """("bodyDecompressed", the unpacked body shown as `how`) for a compressed body, or
+    ("bodyDecompressError", why) when it does not unpack; None for a body that is not compressed."""
+    codec = sysflag.compression_type(sys_flag)
+    if not codec or not body:
+        return None
+    try:
+        return "bodyDecompressed", render_body(decompress(body, codec), how)
+    except ValueError as exc:
+        return "bodyDecompressError", str(exc)

@@ -55,11 +55,6 @@ class Block:
             return None
         return bytes(data[off[i]:off[i + 1]]).decode("utf-8")
 
-    def properties(self, i: int) -> dict:
-        entries, koff, kdata, voff, vdata = self.props
-        return {bytes(kdata[koff[j]:koff[j + 1]]).decode(): bytes(vdata[voff[j]:voff[j + 1]]).decode()
-                for j in range(entries[i], entries[i + 1])}
-
 
 def _texts_of(values: list[str], codes) -> tuple:
     """A text column of few distinct values: values[codes[i]] for each row, as offsets and data."""
@@ -139,6 +134,20 @@ def problems_of(c: dict, stored, computed, check_crc: bool) -> dict:
         got = commitlog.record_problems(_Checked(int(c["offset"][i]), int(c["physical"][i]), int(c["queue_id"][i]),
                                                  int(c["queue_offset"][i]), int(c["sys_flag"][i]), int(stored[i]),
                                                  int(computed[i])), check_crc)
+        if got:
+            found[i] = got
+    return found
+
+
+def chunk_problems(chunk, base: int, check_crc: bool) -> dict:
+    """row -> record_problems of the records of a chunk that fail a check (the suspects decoded
+    by the reference decoder).  base: the commitlog offset of the chunk's file."""
+    c = chunk.columns
+    found = {}
+    for i in np.flatnonzero(suspects(c, ~c["crc_ok"] if check_crc else None)).tolist():
+        pos = int(c["offset"][i]) - base
+        got = commitlog.record_problems(fmt.decode_entry(chunk.buf.data, pos, pos + int(c["size"][i]), base),
+                                        check_crc)
         if got:
             found[i] = got
     return found
@@ -225,3 +234,16 @@ def row_ranges(chunk, with_body: bool, rows: int, max_bytes: int = 64 << 20):
         hi = max(hi, lo + 1)
         yield lo, hi
         lo = hi
+
+
+def blocks(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, with_body: bool = False,
+           rows: int = 16384):
+    """The Blocks of a chunk's records (those where keep is true), at most `rows` each (see
+    row_ranges), in order."""
+    names = topic_names(chunk)
+    for lo, hi in row_ranges(chunk, with_body, rows):
+        mask = np.zeros(chunk.count, dtype=np.bool_)
+        mask[lo:hi] = True if keep is None else keep[lo:hi]
+        if not mask.any():
+            continue
+        yield block(chunk, base, delay_levels, keep=mask, check_crc=check_crc, with_body=with_body, names=names)

@@ -20,12 +20,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.native.fastscan import _i32, _i64, _utf8_units, pair_at
+from mqtool.native.fastscan import _i32, _i64, _utf8_units
 from mqtool.native.jit import crc32, njit
 
 REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
 _HEX_UPPER = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _HEX_LOWER = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+U = np.uint64
+
+
+@njit(cache=True, inline="always")
+def _copy_value(src, lo, hi, out, q):
+    for k in range(hi - lo):
+        out[U(q + k)] = src[U(lo + k)]
+    return q + hi - lo
 
 
 @njit(cache=True, inline="always")
@@ -62,29 +70,35 @@ def utf8_sequence(src, p, end):
     return need, True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_text(src, p, end, out, q):
     """Copy src[p:end] to out[q:] as Python decodes it with "replace"; returns the new q.
-    out needs room for 3 bytes per source byte."""
+    out needs room for 3 bytes per source byte.  (Indexes are unsigned in the hot loops: numba
+    then drops its negative-index check, and the copies vectorise.)"""
     while p < end:
-        b = src[p]
-        if b < 0x80:
-            out[q] = b
-            q += 1
+        s = p
+        while p < end and src[U(p)] < 0x80:      # a run of ASCII
             p += 1
-            continue
-        n, ok = utf8_sequence(src, p, end)
-        if ok:
-            for k in range(n):
-                out[q + k] = src[p + k]
-            q += n
-        else:
-            out[q] = 0xEF
-            out[q + 1] = 0xBF
-            out[q + 2] = 0xBD
-            q += 3
-        p += n
+        q = _copy_value(src, s, p, out, q)
+        if p >= end:
+            break
+        p, q = put_sequence(src, p, end, out, q)
     return q
+
+
+@njit(cache=True, inline="always")
+def put_sequence(src, p, end, out, q):
+    """The UTF-8 sequence at src[p] (not ASCII) as Python decodes it with "replace": a valid
+    character copied, an invalid one as U+FFFD; returns the new (p, q)."""
+    n, ok = utf8_sequence(src, p, end)
+    if ok:
+        q = _copy_value(src, p, p + n, out, q)
+    else:
+        out[U(q)] = 0xEF
+        out[U(q + 1)] = 0xBF
+        out[U(q + 2)] = 0xBD
+        q += 3
+    return p + n, q
 
 
 @njit(cache=True, inline="always")
@@ -114,7 +128,7 @@ def put_int(value, out, q):
     return put_uint(value, out, q)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_host(buf, p, v6, out, q):
     """Java's InetSocketAddress text of the address at buf[p] (4 or 16 bytes) and its port:
     `1.2.3.4:5`, an IPv4-mapped IPv6 address as IPv4, else `[a:b:c:d:e:f:g:h]:port`."""
@@ -159,20 +173,20 @@ def put_host(buf, p, v6, out, q):
 @njit(cache=True, inline="always")
 def _put_hex_bytes(buf, p, n, out, q):
     for k in range(n):
-        b = np.int64(buf[p + k])
-        out[q] = _HEX_UPPER[b >> 4]
-        out[q + 1] = _HEX_UPPER[b & 0xF]
+        b = np.int64(buf[U(p + k)])
+        out[U(q)] = _HEX_UPPER[b >> 4]
+        out[U(q + 1)] = _HEX_UPPER[b & 0xF]
         q += 2
     return q
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def put_msgid(buf, store_host_pos, v6, offset, out, q):
     """MessageDecoder.createMessageId: the store host's address and port bytes, then the
     commitlog offset (8 bytes), as upper-case hex."""
     q = _put_hex_bytes(buf, store_host_pos, (16 if v6 else 4) + 4, out, q)
     for shift in range(60, -4, -4):
-        out[q] = _HEX_UPPER[(offset >> shift) & 0xF]
+        out[U(q)] = _HEX_UPPER[(offset >> shift) & 0xF]
         q += 1
     return q
 
@@ -182,7 +196,7 @@ def _same(a, alo, ahi, b, blo, bhi):
     if ahi - alo != bhi - blo:
         return False
     for k in range(ahi - alo):
-        if a[alo + k] != b[blo + k]:
+        if a[U(alo + k)] != b[U(blo + k)]:
             return False
     return True
 
@@ -192,16 +206,9 @@ def _named(data, lo, hi, name):
     if hi - lo != len(name):
         return False
     for k in range(len(name)):
-        if data[lo + k] != name[k]:
+        if data[U(lo + k)] != name[k]:
             return False
     return True
-
-
-@njit(cache=True, inline="always")
-def _copy_value(src, lo, hi, out, q):
-    for k in range(hi - lo):
-        out[q + k] = src[lo + k]
-    return q + hi - lo
 
 
 @njit(cache=True, inline="always")
@@ -219,22 +226,67 @@ def _delay_level(data, lo, hi):
     return value if value <= 0x7FFFFFFF else -1
 
 
+@njit(cache=True, inline="always")
+def _room(data, used, need):
+    """data, or a copy twice as large (or more) when its free room is under need bytes."""
+    if used + need <= len(data):
+        return data
+    bigger = np.empty(max(2 * len(data), used + need), np.uint8)
+    bigger[:used] = data[:used]
+    return bigger
+
+
+@njit(cache=True, inline="always")
+def _put(src, lo, hi, plain, out, q):
+    """src[lo:hi] to out[q:]: copied when it is plain ASCII, else decoded as put_text does."""
+    if plain:
+        return _copy_value(src, lo, hi, out, q)
+    return put_text(src, lo, hi, out, q)
+
+
+@njit(cache=True, inline="always")
+def _scan_pair(buf, p, end):
+    """The pair at buf[p] in one pass: (its first 0x01, or its end when it has none; its end
+    (0x02 or end); whether its bytes are all ASCII)."""
+    s = -1
+    q = p
+    plain = True
+    while q < end:
+        b = buf[U(q)]
+        if b == 2:
+            break
+        if b == 1:
+            if s < 0:
+                s = q
+        elif b >= 0x80:
+            plain = False
+        q += 1
+    return (q if s < 0 else s), q, plain
+
+
 @njit(cache=True, nogil=True)
 def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len, props_pos, props_len,
            crc_known, with_body, tags_name, keys_name, uniq_name, delay_name):
     """Every column of the records given (arrays of fastscan's columns, already cut to the
     records wanted).  crc_known: records whose stored body CRC the scan found right (their
-    CRC is not computed again).  Returns a tuple; columnar.COLUMNS names its items."""
+    CRC is not computed again).  Returns a tuple; columnar.COLUMNS names its items.
+
+    The properties are walked once a pair (pair_at's rule): a pair in plain ASCII, the usual
+    case, is copied as it is, other text is decoded.  Text buffers start at the size of the
+    text when it is valid UTF-8 and grow when malformed bytes (3 bytes each decoded) need more."""
     n = len(offset)
     topic_total = 0
     props_total = 0
     body_total = 0
+    most_topic = 0
     most_props = 0
     for i in range(n):
         topic_total += topic_len[i]
         props_total += props_len[i]
         body_total += body_len[i]
+        most_topic = max(most_topic, topic_len[i])
         most_props = max(most_props, props_len[i])
+    room = props_total + 2 * most_props + 64      # every record's worst case fits after valid text
     stored_crc = np.empty(n, np.int32)
     computed_crc = np.empty(n, np.int32)
     flag = np.empty(n, np.int32)
@@ -244,35 +296,37 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
     tags_hash = np.zeros(n, np.int64)
     delay = np.zeros(n, np.int64)
     topic_off = np.empty(n + 1, np.int32)
-    topic_data = np.empty(3 * topic_total, np.uint8)
+    topic_data = np.empty(topic_total + 2 * most_topic + 64, np.uint8)
     props_off = np.empty(n + 1, np.int32)
-    props_data = np.empty(3 * props_total, np.uint8)
+    props_data = np.empty(room, np.uint8)
     pairs = props_total // 2 + n           # a pair takes at least 2 bytes of the string (or is the last)
     map_off = np.empty(n + 1, np.int32)
     key_off = np.empty(pairs + 1, np.int32)
-    key_data = np.empty(3 * props_total, np.uint8)
+    key_data = np.empty(room, np.uint8)
     val_off = np.empty(pairs + 1, np.int32)
-    val_data = np.empty(3 * props_total, np.uint8)
+    val_data = np.empty(room, np.uint8)
     tags_ok = np.zeros(n, np.bool_)
     tags_off = np.empty(n + 1, np.int32)
-    tags_data = np.empty(3 * props_total, np.uint8)
+    tags_data = np.empty(props_total // 4 + 64, np.uint8)
     keys_ok = np.zeros(n, np.bool_)
     keys_off = np.empty(n + 1, np.int32)
-    keys_data = np.empty(3 * props_total, np.uint8)
+    keys_data = np.empty(props_total // 4 + 64, np.uint8)
     uniq_ok = np.zeros(n, np.bool_)
     uniq_off = np.empty(n + 1, np.int32)
-    uniq_data = np.empty(3 * props_total, np.uint8)
+    uniq_data = np.empty(props_total // 4 + 64, np.uint8)
     born_off = np.empty(n + 1, np.int32)
-    born_data = np.empty(64 * n, np.uint8)
+    born_data = np.empty(24 * n + 64, np.uint8)
     store_off = np.empty(n + 1, np.int32)
-    store_data = np.empty(64 * n, np.uint8)
+    store_data = np.empty(24 * n + 64, np.uint8)
     msgid_off = np.empty(n + 1, np.int32)
-    msgid_data = np.empty(56 * n, np.uint8)
+    msgid_data = np.empty(32 * n + 64, np.uint8)
     body_off = np.zeros(n + 1 if with_body else 1, np.int32)
     body_data = np.empty(body_total if with_body else 0, np.uint8)
-    # per record: each pair's raw value range, and which entry a later duplicate replaces
+    # per record: each entry's raw value range and whether it is plain ASCII (a later duplicate
+    # name puts its value in the earlier entry's place)
     value_lo = np.empty(most_props // 2 + 2, np.int64)
     value_hi = np.empty(most_props // 2 + 2, np.int64)
+    value_plain = np.empty(most_props // 2 + 2, np.bool_)
     addr = buf.ctypes.data
     tq = pq = kq = vq = bq = sq = mq = dq = 0
     prev_born = prev_store = 0
@@ -298,6 +352,14 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         tail = store_at + (20 if store_v6 else 8)
         reconsume[i] = _i32(buf, tail)
         prepared[i] = _i64(buf, tail + 4)
+        plen = props_len[i]
+        topic_data = _room(topic_data, tq, 3 * topic_len[i])
+        props_data = _room(props_data, pq, 3 * plen)
+        key_data = _room(key_data, kq, 3 * plen)
+        val_data = _room(val_data, vq, 3 * plen)
+        born_data = _room(born_data, bq, 64)
+        store_data = _room(store_data, sq, 64)
+        msgid_data = _room(msgid_data, mq, 56)
         topic_off[i] = tq
         tq = put_text(buf, topic_pos[i], topic_pos[i] + topic_len[i], topic_data, tq)
         born_off[i] = bq
@@ -319,18 +381,18 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         if with_body:
             body_off[i] = dq
             dq = _copy_value(buf, body_pos[i], body_pos[i] + blen, body_data, dq)
-        # the properties: the whole string, then the map
+        # the properties: the map's entries, a pair at a time, then the whole string
         p = props_pos[i]
-        end = p + props_len[i]
-        props_off[i] = pq
-        pq = put_text(buf, p, end, props_data, pq)
+        end = p + plen
+        all_plain = True
         map_off[i] = entries
         first = entries
         while p < end:
-            s, e = pair_at(buf, p, end)
+            s, e, plain = _scan_pair(buf, p, end)
+            all_plain = all_plain and plain
             if p < s < e - 1:
                 key_off[entries] = kq
-                kq = put_text(buf, p, s, key_data, kq)
+                kq = _put(buf, p, s, plain, key_data, kq)
                 slot = entries - first
                 for j in range(first, entries):
                     if _same(key_data, key_off[j], key_off[j + 1] if j + 1 < entries else key_off[entries],
@@ -343,27 +405,33 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
                     kq = key_off[entries]      # a duplicate name: the earlier entry takes this value
                 value_lo[slot] = s + 1
                 value_hi[slot] = e
+                value_plain[slot] = plain
             p = e + 1
         key_off[entries] = kq
+        props_off[i] = pq
+        pq = _put(buf, props_pos[i], end, all_plain, props_data, pq)
         tags_off[i] = gq
         keys_off[i] = yq
         uniq_off[i] = uq
         for j in range(first, entries):
             val_off[j] = vq
             start = vq
-            vq = put_text(buf, value_lo[j - first], value_hi[j - first], val_data, vq)
+            vq = _put(buf, value_lo[j - first], value_hi[j - first], value_plain[j - first], val_data, vq)
             k0, k1 = key_off[j], key_off[j + 1]
             if _named(key_data, k0, k1, tags_name):
                 tags_ok[i] = True
+                tags_data = _room(tags_data, tags_off[i], vq - start)
                 gq = _copy_value(val_data, start, vq, tags_data, tags_off[i])
                 # tagsCode: the Java hashCode of TAGS (decoded, so its UTF-16 units are exact)
                 h = _utf8_units(val_data, start, vq, 0, state)
                 tags_hash[i] = h - 0x100000000 if h >= 0x80000000 else h
             elif _named(key_data, k0, k1, keys_name):
                 keys_ok[i] = True
+                keys_data = _room(keys_data, keys_off[i], vq - start)
                 yq = _copy_value(val_data, start, vq, keys_data, keys_off[i])
             elif _named(key_data, k0, k1, uniq_name):
                 uniq_ok[i] = True
+                uniq_data = _room(uniq_data, uniq_off[i], vq - start)
                 uq = _copy_value(val_data, start, vq, uniq_data, uniq_off[i])
             elif _named(key_data, k0, k1, delay_name):
                 delay[i] = _delay_level(val_data, start, vq)
@@ -390,7 +458,7 @@ def _hash64(data, lo, hi):
     """FNV-1a over data[lo:hi], then a 64-bit finaliser (splitmix64's) to spread the bits."""
     h = np.uint64(0xCBF29CE484222325)
     for k in range(lo, hi):
-        h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
+        h = (h ^ np.uint64(data[U(k)])) * np.uint64(0x100000001B3)
     h ^= h >> np.uint64(30)
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(27)
@@ -418,22 +486,25 @@ def key_hashes(buf, props_pos, props_len, keys_name):
         p = props_pos[i]
         end = p + props_len[i]
         lo = hi = -1
+        ascii = True
         while p < end:
-            s, e = pair_at(buf, p, end)
+            s, e, plain = _scan_pair(buf, p, end)
             if p < s < e - 1 and _named(buf, p, s, keys_name):
-                lo, hi = s + 1, e
+                lo, hi, ascii = s + 1, e, plain
             p = e + 1
         if lo < 0:
             continue
         a = lo
         while a <= hi:
             b = a
-            while b < hi and buf[b] != 32:
+            while b < hi and buf[U(b)] != 32:
                 b += 1
             if b > a:
-                length = put_text(buf, a, b, scratch, 0)
                 record[count] = i
-                hashes[count] = _hash64(scratch, 0, length)
+                if ascii:      # its UTF-8 is the bytes as they are
+                    hashes[count] = _hash64(buf, a, b)
+                else:
+                    hashes[count] = _hash64(scratch, 0, put_text(buf, a, b, scratch, 0))
                 count += 1
             a = b + 1
     return record[:count], hashes[:count]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import operator
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -244,10 +244,11 @@ def _replace(part, **changes):
 
 
 # ------------------------------------------------------------------ reading
-def entries(part: CommitLogPart, check_crc: bool = True, scanner=None):
+def entries(part: CommitLogPart, check_crc: bool = True, scanner=None, chunk_records: int | None = None):
     """The walker's entries of one partition: its load problems first, then what walk_file yields
     for the file (Record, Blank, Problem, EndOfData), exactly as commitlog.walk would.  With
-    scanner (mqtool.native.fastscan), runs of valid records come as its Chunks."""
+    scanner (mqtool.native.fastscan), runs of valid records come as its Chunks, of at most
+    chunk_records (BLOCK_ROWS by default: a chunk's file pages are resident while it is worked on)."""
     for kind, path, offset, message in part.load_problems:
         yield commitlog.Problem(kind, path, 0, offset, message)
     if part.path is None:
@@ -255,7 +256,8 @@ def entries(part: CommitLogPart, check_crc: bool = True, scanner=None):
     mf = MappedFile(Path(part.path), part.file_size, strict=False)
     try:
         yield from commitlog.walk_file(mf, check_crc=check_crc, is_last=part.is_last,
-                                       display_path=part.display, scanner=scanner)
+                                       display_path=part.display, scanner=scanner,
+                                       chunk_records=chunk_records or BLOCK_ROWS)
     finally:
         mf.close()
 
@@ -299,7 +301,7 @@ def rows(part: CommitLogPart, filters: Filters | None = None, *, with_body: bool
             yield problem_row(part, entry, with_body)
 
 
-BLOCK_ROWS = 16384
+BLOCK_ROWS = 8192      # rows a block at most, and records a scanned chunk (its file pages stay resident)
 
 
 def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body: bool = False,
@@ -307,30 +309,20 @@ def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body
     """rows() compiled: the same rows in the same order, as rowblocks.Block for runs of records
     (at most `rows` each) and lists of row tuples for the rest (problem rows, and a record the
     kernels leave to the reference decoder)."""
-    import numpy as np
-
     from mqtool.forensics import rowblocks
     from mqtool.native import fastscan
 
     filters = filters or Filters()
     want_problems = with_problems and not filters.needs_message
     pending = []
-    for entry in entries(part, check_crc, scanner=fastscan):
+    for entry in entries(part, check_crc, scanner=fastscan, chunk_records=rows):
         if isinstance(entry, fastscan.Chunk):
             if pending:
                 yield pending
                 pending = []
-            names = rowblocks.topic_names(entry)
-            keep = rowblocks.keep_mask(entry, filters, names)
-            for lo, hi in rowblocks.row_ranges(entry, with_body, rows):
-                mask = np.zeros(entry.count, dtype=np.bool_)
-                mask[lo:hi] = True
-                if keep is not None:
-                    mask &= keep
-                    if not mask.any():
-                        continue
-                yield rowblocks.block(entry, part.file_from, part.delay_levels, keep=mask, check_crc=check_crc,
-                                      with_body=with_body, names=names)
+            keep = rowblocks.keep_mask(entry, filters)
+            yield from rowblocks.blocks(entry, part.file_from, part.delay_levels, keep=keep, check_crc=check_crc,
+                                        with_body=with_body, rows=rows)
         elif isinstance(entry, Record):
             if filters.record_ok(entry):
                 pending.append(record_row(part, entry, commitlog.record_problems(entry, check_crc), with_body))
@@ -338,6 +330,31 @@ def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body
             pending.append(problem_row(part, entry, with_body))
     if pending:
         yield pending
+
+
+class Behind:
+    """Work handed to a second thread, a piece at a time and in order, while this thread goes on
+    with the next block (compiled kernels and pyarrow's writers release the GIL).  run() waits
+    for the piece before (raising its error), so one is in flight at most; wait() for the last."""
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(1)
+        self.job = None
+
+    def run(self, work, *args) -> None:
+        self.wait()
+        self.job = self.pool.submit(work, *args)
+
+    def wait(self) -> None:
+        if self.job is not None:
+            job, self.job = self.job, None
+            job.result()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool.shutdown(cancel_futures=True)
 
 
 def batches(row_iter, size: int = BATCH_ROWS):
@@ -403,12 +420,17 @@ def count_entries(part: CommitLogPart, check_crc: bool = True) -> FileCounts:
 
 
 def count_rows(part: CommitLogPart, filters: Filters | None = None, with_body: bool = False) -> tuple[int, int]:
-    """(rows, storeSize bytes) of one partition, building every row (the benchmark's unit of work)."""
+    """(rows, storeSize bytes) of one partition, building every row on the columnar read path, as
+    export and the Spark source do (the benchmark's unit of work)."""
     n = size = 0
     at = len(LOCATION_COLUMNS) + _FIELD_NAMES.index("storeSize")
-    for row in rows(part, filters, with_body=with_body):
-        n += 1
-        size += row[at]
+    for piece in row_blocks(part, filters, with_body=with_body):
+        if isinstance(piece, list):
+            n += len(piece)
+            size += sum(row[at] for row in piece)
+        else:
+            n += piece.n
+            size += int(piece.numbers["storeSize"].sum())
     return n, size
 
 

@@ -40,7 +40,7 @@ class _JsonWriter:
     """JSON lines as Spark's JSON writer makes them: nulls left out, binary as base64."""
 
     def __init__(self, path: Path, names: list[str]):
-        self.fh = open(path, "w", encoding="utf-8")
+        self.fh = open(path, "wb")
         self.names = names
         self.encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -55,10 +55,31 @@ class _JsonWriter:
                     value = base64.b64encode(value).decode("ascii")
                 obj[name] = value
             out.append(self.encode(obj))
-        self.fh.write("\n".join(out) + "\n")
+        self.fh.write(("\n".join(out) + "\n").encode("utf-8"))
+
+    def write_lines(self, data) -> None:
+        """Lines rendered already (blockjson)."""
+        self.fh.write(memoryview(data))
 
     def close(self) -> None:
         self.fh.close()
+
+
+def json_lines(cols):
+    """The fields of export's JSON lines (the columns but topic), for blockjson: the location as
+    constants, nulls left out, problems always there (an empty list when none)."""
+    from mqtool.forensics import blockjson
+    from mqtool.native import jsonlines as jl
+
+    fields = []
+    for name, kind in cols:
+        if name in ("broker", "store", "file"):
+            fields.append((name, jl.CONST, None))
+        elif name == "problems":
+            fields.append((name, jl.RAW, '"problems":[]'))
+        else:
+            fields.append((name, blockjson.kind_of(kind), None))
+    return blockjson.Lines(fields, skip_null=True)
 
 
 _FEW_VALUES = {"broker", "store", "file", "magicCode", "version", "sysFlagText", "bornHost", "storeHost", "tags",
@@ -98,25 +119,8 @@ class _ParquetWriter:
         self.writer.close()
 
 
-def _json_rows(block, part, names):
-    """A block's rows as tuples in the export's column order (for the JSON lines writer)."""
-    columns = []
-    for name in names:
-        if name in block.numbers:
-            columns.append(block.numbers[name].tolist())
-        elif name in block.texts:
-            columns.append([block.text(name, i) for i in range(block.n)] if name != "body" else
-                           [bytes(block.texts["body"][1][a:b]) for a, b in
-                            zip(block.texts["body"][0][:-1].tolist(), block.texts["body"][0][1:].tolist())])
-        elif name == "properties":
-            columns.append([block.properties(i) for i in range(block.n)])
-        elif name == "problems":
-            columns.append([[{"kind": k, "message": m} for k, m in block.problems.get(i, ())]
-                            for i in range(block.n)])
-        else:
-            value = {"broker": part.broker, "store": part.store, "file": block.path}[name]
-            columns.append([value] * block.n)
-    return zip(*columns)
+def _write_lines(writer, lines, block, rows, consts, raws) -> None:
+    writer.write_lines(lines.render(block, rows, consts, raws))
 
 
 def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: bool = False,
@@ -138,6 +142,10 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
         from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow
 
         full_schema = arrow_schema(cols)
+    else:
+        from mqtool.forensics.blockjson import problems_fragments
+
+        lines = json_lines(kept)
 
     def writer_of(topic):
         writer = writers.get(topic)
@@ -154,9 +162,9 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
             return
         writer = writer_of(topic)
         if fmt == "parquet":
-            writer.write_batches(items)
+            behind.run(writer.write_batches, items)
         else:
-            writer.write([row for rows in items for row in rows])
+            behind.run(writer.write, [row for rows in items for row in rows])
 
     def add(topic, item, n):
         items, size = pending.setdefault(topic, ([], 0))
@@ -180,25 +188,31 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
             else:
                 add(topic, [r[:topic_at] + r[topic_at + 1:] for r in group], len(group))
 
+    behind = pipeline.Behind()    # writes (and JSON lines rendered) while the next block is decoded
     try:
-        for piece in pipeline.row_blocks(part, filters, with_body=with_body):
-            if isinstance(piece, list):
-                add_rows(piece)
-                continue
-            counts[None] += piece.n - int(piece.numbers["ok"].sum())
-            topics = piece.topics()
-            for topic, rows in topics:
-                counts[topic] = counts.get(topic, 0) + len(rows)
-            if fmt == "parquet":
-                batch = block_to_arrow(piece, part, full_schema).drop_columns(["topic"])
+        with behind:     # on the way out the last write ends before the files are closed
+            for piece in pipeline.row_blocks(part, filters, with_body=with_body):
+                if isinstance(piece, list):
+                    add_rows(piece)
+                    continue
+                counts[None] += piece.n - int(piece.numbers["ok"].sum())
+                topics = piece.topics()
                 for topic, rows in topics:
-                    add(topic, batch if len(topics) == 1 else batch.take(rows), len(rows))
-            else:
-                lines = list(_json_rows(piece, part, names))
-                for topic, rows in topics:
-                    add(topic, [lines[i] for i in rows.tolist()], len(rows))
-        for topic in list(pending):
-            flush(topic)
+                    counts[topic] = counts.get(topic, 0) + len(rows)
+                if fmt == "parquet":
+                    batch = block_to_arrow(piece, part, full_schema).drop_columns(["topic"])
+                    for topic, rows in topics:
+                        add(topic, batch if len(topics) == 1 else batch.take(rows), len(rows))
+                else:
+                    consts = {"broker": part.broker, "store": part.store, "file": piece.path}
+                    raws = {"problems": problems_fragments(piece)}
+                    for topic, rows in topics:
+                        flush(topic)     # rows of this topic that came as row tuples go first
+                        behind.run(_write_lines, writer_of(topic), lines, piece, None if len(topics) == 1 else rows,
+                                   consts, raws)
+            for topic in list(pending):
+                flush(topic)
+            behind.wait()
     finally:
         for writer in writers.values():
             writer.close()

@@ -192,7 +192,7 @@ CHUNK_RECORDS = 1 << 16
 
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
               display_path: str | None = None, resync_after_damage: bool = True, scanner=None,
-              stop: int | None = None, parse_props: bool = False):
+              stop: int | None = None, parse_props: bool = False, chunk_records: int | None = None):
     """Yield the entries of one commitlog file from byte `start` on.
 
     Yields Record, Blank, Problem and finally EndOfData when the written data
@@ -204,6 +204,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     not load compiled code); runs of valid records then come as its Chunk columns (body
     CRCs in the crc_ok column) instead of Record objects, the rest of the walk is the same.
     parse_props (with a scanner): the chunks come parsed (Chunk.parsed), in the same pass.
+    chunk_records: records a chunk at most (CHUNK_RECORDS by default; a chunk's file pages are let go
+    once the next is asked for).
     """
     buf = mf.buf
     limit = mf.file_size if stop is None else stop
@@ -216,15 +218,18 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
 
         array = np.frombuffer(buf, dtype=np.uint8) if limit else np.zeros(0, dtype=np.uint8)
         populated = pos
+        ahead = POPULATE_STEP      # then about a chunk's bytes (at most POPULATE_STEP)
     while pos < limit:
-        mf.drop_pages_before(pos)
         if scanner:
+            mf.drop_pages_before(pos, step=0)       # the last chunk is done with
             if pos >= populated:
-                populated = pos + POPULATE_STEP
-                mf.populate(pos, POPULATE_STEP)
-            chunk = scanner.scan(array, pos, limit, base, check_crc, CHUNK_RECORDS, parse_props)
+                populated = pos + ahead
+                mf.populate(pos, ahead)
+            chunk = scanner.scan(array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
+                                 parse_props)
             if chunk.count:
                 chunk.path = path
+                ahead = min(POPULATE_STEP, max(chunk.stop - pos, 1 << 20))
                 yield chunk
                 pos = chunk.stop
             if chunk.kind in (scanner.FULL, scanner.REACHED_LIMIT):
@@ -239,6 +244,7 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                 except RecordError as err:
                     entry = err
         else:
+            mf.drop_pages_before(pos)
             try:
                 entry = fmt.decode_entry(buf, pos, limit, base)
             except RecordError as err:
@@ -305,7 +311,7 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
 
 def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
          check_crc: bool = True, path_display=None, aligned: bool = False, scanner=None,
-         resync_after_damage: bool = True, parse_props: bool = False):
+         resync_after_damage: bool = True, parse_props: bool = False, chunk_records: int | None = None):
     """Yield every entry of the commitlog in [start, end).  Load problems (bad
     names, sizes, gaps) come first, as Problems.
 
@@ -313,7 +319,7 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
     and drops what lies before it, so any offset works; with `aligned` the
     caller promises `start` is a record boundary and the walk begins there.
     scanner: valid records come as the compiled scanner's Chunk columns (see walk_file),
-    parsed too with parse_props.
+    parsed too with parse_props, at most chunk_records a chunk.
     """
     for lp in queue.problems:
         yield Problem(lp.kind, _display(lp.path, path_display), 0, lp.offset if lp.offset is not None else -1,
@@ -333,7 +339,8 @@ def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = 
             first = start - mf.file_from_offset
         for entry in walk_file(mf, start=first, check_crc=check_crc, is_last=(i >= last_data),
                                display_path=_display(mf.path, path_display), scanner=scanner,
-                               resync_after_damage=resync_after_damage, parse_props=parse_props):
+                               resync_after_damage=resync_after_damage, parse_props=parse_props,
+                               chunk_records=chunk_records):
             if isinstance(entry, EndOfData):
                 if ended:
                     continue

@@ -174,8 +174,9 @@ class MappedFile(ReferenceResource):
         if isinstance(self.buf, mmap.mmap) and hasattr(mmap, "MADV_SEQUENTIAL"):
             self.buf.madvise(mmap.MADV_SEQUENTIAL)
 
-    def drop_pages_before(self, position: int) -> None:
-        """Tell the kernel this process no longer needs pages before position.
+    def drop_pages_before(self, position: int, step: int = DONTNEED_STEP) -> None:
+        """Tell the kernel this process no longer needs pages before position (once `step`
+        bytes of them are left behind: one call per record is cheap).
 
         For a read-only mapping the page cache keeps them; only this process's
         resident set shrinks, which keeps memory flat on stores of any size.
@@ -183,7 +184,7 @@ class MappedFile(ReferenceResource):
         if self.writable or not isinstance(self.buf, mmap.mmap):
             return
         end = (position // PAGE_SIZE) * PAGE_SIZE
-        if end - self._dropped_until >= DONTNEED_STEP or (end and position >= self.file_size):
+        if end - self._dropped_until >= step or (end and position >= self.file_size):
             if hasattr(mmap, "MADV_DONTNEED") and end > self._dropped_until:
                 self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
