@@ -18,7 +18,6 @@ import click
 from mqtool.cli import options, output
 from mqtool.engine.store import MessageStore
 from mqtool.errors import DataError, ProblemsFound
-from mqtool.storage import timerstore
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import open_layout, store_config_for_write
 
@@ -92,8 +91,7 @@ def _left_after(store, config_path, settings) -> list:
 
     found = []
     layout = open_layout(store, config_path, settings)    # as verify-crc reads the store
-    scopes = [s for s in verify.SCOPES if s != "timer" or timerstore.exists(layout)]
-    verify.verify(layout, scopes=scopes, on_finding=found.append)
+    verify.verify(layout, scopes=verify.all_scopes(layout), on_finding=found.append)
     return found
 
 

@@ -74,6 +74,4 @@ def cli(store, out, config_path, settings, as_json, progress, drop_features):
 def _not_carried(source) -> list[str]:
     """The features of STORE that salvage's new store would not hold: salvage copies messages and
     builds plain consume queues and index from them, nothing else."""
-    found = census.take(source)
-    return [f"{name} ({census.FEATURES[name].setting})" for name in sorted(found.features)
-            if name not in ("unknown", "mqtool") and "salvage" not in census.FEATURES[name].kept_by]
+    return [f"{name} ({census.FEATURES[name].setting})" for name in census.take(source).not_kept("salvage")]

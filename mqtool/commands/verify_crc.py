@@ -9,7 +9,7 @@ from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.forensics import storeinfo
 from mqtool.pipeline import engines as pipeline
-from mqtool.storage import census, timerstore
+from mqtool.storage import census
 from mqtool.storage.settings import open_layout
 
 SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
@@ -39,14 +39,13 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     """
     from mqtool.forensics import verify
 
-    scopes = verify.SCOPES if "all" in scope else tuple(s for s in verify.SCOPES if s in scope)
-    if not scopes:
-        raise UsageError("--scope: nothing to check")
     if engine == "spark" and jobs != 1:
         raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
     layout = open_layout(store, config_path, settings)
-    if "all" in scope and "timer" not in scope and not timerstore.exists(layout):
-        scopes = tuple(s for s in scopes if s != "timer")
+    every = verify.all_scopes(layout) if "all" in scope else ()
+    scopes = tuple(s for s in verify.SCOPES if s in scope or s in every)
+    if not scopes:
+        raise UsageError("--scope: nothing to check")
     found = census.take(layout)
     notes = storeinfo.unchecked(found)
     if "rocksdb-consumequeue" in found.features and "cq" in scopes:

@@ -15,7 +15,7 @@ import numpy as np
 from mqtool.formats import batchconsumequeue as fmt
 from mqtool.formats.filenames import is_offset_name
 from mqtool.storage import fsutil
-from mqtool.storage.layout import list_store_files
+from mqtool.storage.layout import list_store_files, queue_dirs, queue_file_size
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -25,19 +25,7 @@ def directory(layout) -> Path:
 
 def queues(layout) -> list[tuple[str, int, Path]]:
     """(topic, queueId, directory) of every batch consume queue on disk."""
-    root = directory(layout)
-    found = []
-    try:
-        topics = fsutil.scandir(root)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    for topic, _, is_dir, _ in sorted(topics):
-        if not is_dir:
-            continue
-        for queue, _, queue_is_dir, _ in sorted(fsutil.scandir(root / topic)):
-            if queue_is_dir and queue.isdigit():
-                found.append((topic, int(queue), root / topic / queue))
-    return sorted(found, key=lambda t: (t[0], t[1]))
+    return queue_dirs(directory(layout))
 
 
 def files(queue_dir: Path) -> list:
@@ -71,11 +59,7 @@ def file_size(layout) -> int:
     given = (layout.config.extra or {}).get("mapperFileSizeBatchConsumeQueue")
     if given is not None and str(given).strip().isdigit():
         return int(str(given).strip())
-    for _, _, queue_dir in queues(layout):
-        for info in files(queue_dir):
-            if is_offset_name(info.name) and info.size > 0:
-                return info.size
-    return fmt.DEFAULT_FILE_SIZE
+    return queue_file_size(directory(layout), fmt.DEFAULT_FILE_SIZE)
 
 
 def topic_names(layout) -> set[str]:

@@ -163,15 +163,19 @@ class Census:
         for entry in self.unknown():
             return (f"{entry.path} is not part of a RocketMQ store that mqtool knows; {writer} cannot keep it "
                     "consistent (move it out of the store, or see `mqtool info`)")
-        for name in sorted(self.features):
+        for name in self.not_kept(writer):
             feature = FEATURES[name]
-            if writer not in feature.kept_by:
-                where = (", ".join(e.path for e in self.entries if e.feature == name) or self.declared.get(name)
-                         or "the broker's settings")
-                why = f": {feature.why[writer]}" if writer in feature.why else ""
-                return (f"the store uses {name} ({feature.setting}: {where}), which {writer} cannot keep "
-                        f"consistent{why}")
+            where = (", ".join(e.path for e in self.entries if e.feature == name) or self.declared.get(name)
+                     or "the broker's settings")
+            why = f": {feature.why[writer]}" if writer in feature.why else ""
+            return (f"the store uses {name} ({feature.setting}: {where}), which {writer} cannot keep "
+                    f"consistent{why}")
         return None
+
+    def not_kept(self, writer: str) -> list[str]:
+        """The store's features (unknown files aside) that `writer` does not keep consistent."""
+        return [name for name in sorted(self.features)
+                if name not in ("unknown", "mqtool") and writer not in FEATURES[name].kept_by]
 
     def refuse_unsafe(self, writer: str) -> None:
         reason = self.refusal(writer)

@@ -63,12 +63,18 @@ def empty_last_file(paths: list, is_store_name) -> tuple[list, object]:
     return paths, None
 
 
-def scandir(directory):
-    """(name, is_file, stat) for each entry of directory, without touching its atime."""
+def _open_dir(directory) -> int:
+    """A descriptor of directory for listing, without touching its atime where allowed."""
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NOATIME)
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NOATIME)
     except PermissionError:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def scandir(directory):
+    """(name, is_file, is_dir, stat) for each entry of directory, without touching its atime; a
+    dangling link comes with its own stat (neither file nor folder)."""
+    fd = _open_dir(directory)
     try:
         result = []
         with os.scandir(fd) as entries:
@@ -89,9 +95,7 @@ def symlinks(directory) -> dict:
     """{name: where it points} for the symbolic links in directory (none when it cannot be
     listed), without touching its atime."""
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NOATIME)
-    except PermissionError:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        fd = _open_dir(directory)
     except OSError:
         return {}
     try:

@@ -53,14 +53,7 @@ class StoreLayout:
     def consume_queue_ext_file_size(self) -> int:
         if self._given("mappedFileSizeConsumeQueueExt"):
             return self.config.mappedFileSizeConsumeQueueExt
-        sizes = []
-        for topic in _list_dirs(self.consumequeue_ext_dir):
-            for queue in _list_dirs(self.consumequeue_ext_dir / topic):
-                sizes.extend(f for f in list_store_files(self.consumequeue_ext_dir / topic / queue)
-                             if is_offset_name(f.name))
-            if len(sizes) > 64:
-                break
-        return _common_size(sizes, self.config.mappedFileSizeConsumeQueueExt)
+        return queue_file_size(self.consumequeue_ext_dir, self.config.mappedFileSizeConsumeQueueExt)
 
     @property
     def index_dir(self) -> Path:
@@ -96,14 +89,7 @@ class StoreLayout:
 
     def consume_queues(self) -> list[tuple[str, int, Path]]:
         """(topic, queueId, directory) for every queue directory on disk."""
-        result = []
-        for topic in _list_dirs(self.consumequeue_dir):
-            topic_dir = self.consumequeue_dir / topic
-            for queue in _list_dirs(topic_dir):
-                if queue.isdigit():
-                    result.append((topic, int(queue), topic_dir / queue))
-        result.sort(key=lambda t: (t[0], t[1]))
-        return result
+        return queue_dirs(self.consumequeue_dir)
 
     def consume_queue_files(self, queue_dir: Path) -> list[FileInfo]:
         return sorted(list_store_files(queue_dir), key=lambda f: f.name)
@@ -124,12 +110,7 @@ class StoreLayout:
     def consume_queue_file_size(self) -> int:
         if self._given("mappedFileSizeConsumeQueue"):
             return self.config.consume_queue_file_size()
-        sizes = []
-        for _, _, qdir in self.consume_queues():
-            sizes.extend(f for f in self.consume_queue_files(qdir) if is_offset_name(f.name))
-            if len(sizes) > 64:
-                break
-        return _common_size(sizes, self.config.consume_queue_file_size())
+        return queue_file_size(self.consumequeue_dir, self.config.consume_queue_file_size())
 
     @property
     def timerwheel_path(self) -> Path:
@@ -236,6 +217,28 @@ def list_store_files(directory: Path) -> list[FileInfo]:
         files.append(FileInfo(path, name, st.st_size, st.st_mtime))
     return files
 
+
+def queue_dirs(base: Path) -> list[tuple[str, int, Path]]:
+    """(topic, queueId, directory) of every <base>/<topic>/<queueId>/ folder: consume queues, their
+    extensions and batch consume queues are laid out alike."""
+    result = []
+    for topic in _list_dirs(base):
+        for queue in _list_dirs(base / topic):
+            if queue.isdigit():
+                result.append((topic, int(queue), base / topic / queue))
+    result.sort(key=lambda t: (t[0], t[1]))
+    return result
+
+
+def queue_file_size(base: Path, default: int) -> int:
+    """The file size shared by the queue files under <base>/<topic>/<queueId>/ (the first 64 or so
+    looked at), or default when there are none."""
+    sizes = []
+    for _, _, directory in queue_dirs(base):
+        sizes.extend(f for f in sorted(list_store_files(directory), key=lambda f: f.name) if is_offset_name(f.name))
+        if len(sizes) > 64:
+            break
+    return _common_size(sizes, default)
 
 
 def _list_dirs(directory: Path) -> list[str]:

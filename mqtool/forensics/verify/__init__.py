@@ -5,4 +5,4 @@ the order of the report), kernels (the compiled checks the scopes share).  `veri
 """
 
 from mqtool.forensics.verify.findings import ENTRY_DTYPE, SCOPES, UNIT_DTYPE, Finding  # noqa: F401
-from mqtool.forensics.verify.run import Summary, verify  # noqa: F401
+from mqtool.forensics.verify.run import Summary, all_scopes, verify  # noqa: F401

@@ -46,7 +46,7 @@ from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name
 from mqtool.native import fastscan
-from mqtool.storage import census, commitlog
+from mqtool.storage import census, commitlog, timerstore
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
 
@@ -91,6 +91,11 @@ class Summary:
                 "timerUnits": self.timer_units, "skippedBytes": self.skipped, "problems": self.problems, "problemsByKind": self.by_kind,
                 "seconds": round(self.seconds, 3), "loadSeconds": round(self.load_seconds, 3),
                 "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None}
+
+
+def all_scopes(layout) -> tuple:
+    """What `--scope all` checks: every scope, the timer's only where the store has a timer store."""
+    return tuple(s for s in SCOPES if s != "timer" or timerstore.exists(layout))
 
 
 def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_finding=None,
