@@ -83,6 +83,11 @@ def test_dump_shows_every_unit(batch_store, run_cli):
     assert {u["topic"] for u in lines if u["type"] == "batch_unit"} == {TOPIC}
     one_file = run_cli("dump", path, "--json").json_lines()       # the kind read off the path
     assert [u["fileOffset"] for u in one_file if u["type"] == "batch_unit"] == [46 * i for i in range(12)]
+    middle = units[6][0]
+    later = run_cli("dump", store, "batchconsumequeue", "--json", "--offset-from", middle).json_lines()
+    assert [u["commitLogOffset"] for u in later if u["type"] == "batch_unit"] == [u[0] for u in units[6:]]
+    other = run_cli("dump", store, "batchconsumequeue", "--json", "--queue", "1").json_lines()
+    assert not [u for u in other if u["type"] == "batch_unit"]
     table = run_cli("dump", store, "batchconsumequeue")
     assert table.code == 0 and "12 batch consume queue units" in table.err
 
@@ -215,3 +220,12 @@ def test_salvage_says_the_batch_queues_are_not_carried(batch_store, run_cli, tmp
     assert "warning: batch-cq" in done.err
     assert not (tmp_path / "out2" / "batchconsumequeue").exists()
     assert run_cli("verify-crc", tmp_path / "out2").code == 0
+
+
+def test_salvage_drops_features_the_settings_turn_on(store_copy, run_cli, tmp_path):
+    store = store_copy("basic")
+    args = ("--set", "enableMultiDispatch=true", "--set", "enableConsumeQueueExt=true")
+    assert run_cli("salvage", store, tmp_path / "refused", *args).code == 3
+    done = run_cli("salvage", store, tmp_path / "out", *args, "--drop-features")
+    assert done.code == 0, done.err
+    assert "warning: consumequeue-ext" in done.err and "warning: lmq" in done.err

@@ -297,6 +297,8 @@ def test_clean_stages_the_files_pending_timer_units_point_into(timer_store, run_
     assert done.code == 0, done.err
     assert not files[0].exists()
     assert (store / "trash" / "commitlog" / files[0].name).exists()    # --delete-delay 0, yet kept
+    again = run_cli("clean", store, "--now", "--delete-delay", "0", "--json")   # the next run, or the service's
+    assert again.code == 0 and (store / "trash" / "commitlog" / files[0].name).exists()
     assert digest(store / "timerlog", store / "timerwheel", store / "config" / "timercheck") == timer_files
     undo = run_cli("clean", store, "--undo")
     assert undo.code == 0, undo.err

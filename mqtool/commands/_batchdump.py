@@ -17,15 +17,14 @@ def dump_batch_queues(queues, filters, ctx, display) -> None:
         ("batch", {"justify": "right"}), ("commitlog offset", {"justify": "right"}), ("size", {"justify": "right"}),
         ("tagsCode", {"justify": "right"}), ("store time (UTC)", {}), ("file", {}), ("byte", {"justify": "right"})])
     for topic, queue_id, files in queues:
-        if (filters.topics and topic not in filters.topics) or (filters.queue_ids and queue_id not in filters.queue_ids):
+        if not filters.queue_ok(topic, queue_id):
             continue
         for info, units in files:
             for n, unit in enumerate(units.tolist()):
                 if tally.full():
                     break
                 offset, size, tags, store_time, base, batch, compacted, _ = unit
-                low, high = filters.offset_range       # inclusive
-                if (low is not None and offset < low) or (high is not None and offset > high):
+                if not (filters.offset_ok(offset) and filters.time_ok(store_time) and filters.queue_offset_ok(base)):
                     continue
                 tally.records += 1
                 tally.shown += 1

@@ -49,6 +49,8 @@ def cli(store, out, config_path, settings, as_json, progress, drop_features):
     config = store_config_for_write(store, config_path, settings).replace(storePathRootDir=str(target),
                                                                                    storePathCommitLog=None,
                                                                                    readOnlyCommitLogStorePaths=None)
+    if drop_features:
+        config = census.without_features(config)
     total = sum(f.size for f in source.commitlog_files())
     with MessageStore(config, writer="salvage", start_services=False) as engine:
         with output.progress(total, "salvage", enabled=progress) as bar:

@@ -61,7 +61,6 @@ class PlainBatch:
     reconsume: list | None = None
     prepared: list | None = None
     delayed: bool = False        # a message has DELAY: the store rewrites it (not plain)
-    messages: list | None = None  # the MessageInner objects it was made of, if any
 
     def __len__(self) -> int:
         return len(self.topics)
@@ -84,7 +83,7 @@ class PlainBatch:
             born_ts=[m.born_timestamp for m in msgs], flags=[m.flag for m in msgs],
             store_hosts=[m.store_host for m in msgs], store_ts=[m.store_timestamp for m in msgs],
             reconsume=[m.reconsume_times for m in msgs], prepared=[m.prepared_transaction_offset for m in msgs],
-            delayed=any(DELAY in p for p in maps), messages=msgs)
+            delayed=any(DELAY in p for p in maps))
 
     def to_messages(self) -> list:
         """MessageInner objects for the reference path (a batch the compiled path refused:
@@ -116,12 +115,6 @@ def _column(values, n: int, default=0) -> np.ndarray:
     if values is None:
         return np.full(n, default, dtype=I64)
     return np.fromiter(values, dtype=I64, count=n)
-
-
-def append_plain(writer, msgs: list):
-    """append_batch for MessageInner objects."""
-    batch = PlainBatch.of_messages(msgs)
-    return None if batch is None else append_batch(writer, batch)
 
 
 def append_batch(writer, batch: PlainBatch):

@@ -251,7 +251,6 @@ class MessageStore:
         if refused is not None:
             return refused
         # -- end of reclaim hook
-        writer = self.writer
         if len(messages) >= FAST_BATCH:
             from mqtool.engine.batchappend import PlainBatch
 
@@ -259,6 +258,11 @@ class MessageStore:
             results = None if batch is None else self._append_compiled(batch, wait_for_flush)
             if results is not None:
                 return results
+        return self._put_reference(messages, wait_for_flush)
+
+    def _put_reference(self, messages, wait_for_flush: bool) -> list[PutResult]:
+        """Messages put one by one through the reference encoder (puts already let through)."""
+        writer = self.writer
         encoded = [writer.encode(m) for m in messages]
         results: list[PutResult] = []
         ready = [e for e in encoded if isinstance(e, Encoded)]
@@ -279,9 +283,8 @@ class MessageStore:
         if refused is not None:
             return refused
         results = self._append_compiled(batch, wait_for_flush)
-        if results is None:
-            results = self.put_many(batch.messages if batch.messages is not None else batch.to_messages(),
-                                    wait_for_flush=wait_for_flush)
+        if results is None:      # not plain: the reference path (the compiled one would refuse again)
+            results = self._put_reference(batch.to_messages(), wait_for_flush)
         return results
 
     def _append_compiled(self, batch, wait_for_flush: bool):

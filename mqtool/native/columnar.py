@@ -543,17 +543,6 @@ def hash_text(text: str) -> int:
     return int(_hash64(data, 0, len(data)))
 
 
-def warm_up() -> None:
-    """Load the kernels from the compile cache now, with the argument types of the real calls."""
-    from mqtool.native import fastscan
-
-    buf = np.frombuffer(bytes(64), dtype=np.uint8)
-    chunk = fastscan.scan(buf, 0, 64, 0, True, 1)
-    decode_columns(buf, 0, chunk.columns, True)
-    decode_columns(buf, 0, chunk.columns, False)
-    keys_of(buf, chunk.columns)
-
-
 @njit(cache=True, nogil=True)
 def aggregate(topic_hash, queue_id, size, store_ts, hour_ms):
     """stats' sums of records grouped by (topic hash, queue id), in one pass: per group its key,

@@ -70,11 +70,6 @@ def topic_names(layout) -> set[str]:
     return set(batch_topics(layout)) | {topic for topic, _, _ in queues(layout)}
 
 
-def is_valid(offset: int, size: int, base: int, batch: int) -> bool:
-    """A unit BatchConsumeQueue.recover and truncateDirtyLogicFiles accept."""
-    return offset >= 0 and size > 0 and base >= 0 and batch > 0
-
-
 class BatchQueue:
     """One batch consume queue as a broker writes it (putBatchMessagePositionInfo): units appended
     in commitlog order, a record whose offset is not past the last unit's skipped."""

@@ -270,6 +270,16 @@ def _lmq_names(cq_dir: Path) -> list[str]:
     return [name for name, _, is_dir, _ in listing if is_dir and name.startswith(LMQ_PREFIX)]
 
 
+_FEATURE_SETTINGS = {"storetype", "enablelmq", "enablemultidispatch"}   # the extra keys _settings_features reads
+
+
+def without_features(config):
+    """config with the settings that turn consume-queue features on cleared (a new store that holds
+    plain consume queues only, as salvage --drop-features writes)."""
+    extra = {k: v for k, v in (config.extra or {}).items() if k.lower() not in _FEATURE_SETTINGS}
+    return config.replace(enableConsumeQueueExt=False, extra=extra)
+
+
 def take(layout) -> Census:
     """The census of the store `layout` describes (reads names and sizes only)."""
     root = layout.root

@@ -384,3 +384,17 @@ def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
                              "does not read", path=layout.root)
     paths = [f.path for f in layout.commitlog_files()]
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
+
+
+def record_at(queue, offset: int) -> Record | str:
+    """The commitlog record starting at offset, or why there is none (one line)."""
+    mf = queue.find_by_offset(offset)
+    if mf is None:
+        return "no commitlog file holds this offset"
+    try:
+        entry = fmt.decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+    except RecordError as exc:
+        return f"no record starts here ({exc.reason})"
+    if not isinstance(entry, Record):
+        return "no record starts here (" + ("a BLANK end record" if entry is not None else "unwritten space") + ")"
+    return entry

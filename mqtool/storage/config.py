@@ -173,7 +173,8 @@ _CHOICES = {
 }
 # broker settings mqtool reads beyond StoreConfig's fields (the census, the epoch file)
 EXTRA_SETTINGS = frozenset({"storePathEpochFile", "storeType", "enableLmq", "enableMultiDispatch",
-                            "enableControllerMode", "enableCalcFilterBitMap"})
+                            "enableCalcFilterBitMap", "mapperFileSizeBatchConsumeQueue",
+                            "enableControllerMode"})
 
 
 def unknown_settings(settings: dict) -> list[str]:

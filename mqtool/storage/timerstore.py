@@ -17,8 +17,8 @@ import numpy as np
 
 from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
-from mqtool.formats.commitlog import Record, RecordError, decode_entry
-from mqtool.storage import fsutil
+from mqtool.formats.commitlog import Record
+from mqtool.storage import commitlog, fsutil
 from mqtool.storage.mappedfile import MappedFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
@@ -229,21 +229,6 @@ def read_checkpoint(path) -> dict | None:
     return out
 
 
-def record_at(queue, offset: int) -> Record | str:
-    """The commitlog record starting at offset, or why there is none (one line)."""
-    mf = queue.find_by_offset(offset)
-    if mf is None:
-        return "no commitlog file holds this offset"
-    try:
-        entry = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
-    except RecordError as exc:
-        return f"no record starts here ({exc.reason})"
-    if not isinstance(entry, Record):
-        return "no record starts here (" + ("a BLANK end record" if entry is not None else "unwritten space") + ")"
-    return entry
-
-
-
 # -------------------------------------------------------- what a cut or deletion leaves dangling
 
 LISTED = 1000   # dangling units listed one by one in a report (all are counted)
@@ -251,7 +236,7 @@ LISTED = 1000   # dangling units listed one by one in a report (all are counted)
 
 def real_topic(queue, unit: Unit) -> str | None:
     """REAL_TOPIC of the record a unit points at, when that record can be read."""
-    record = record_at(queue, unit.offset_py)
+    record = commitlog.record_at(queue, unit.offset_py)
     return record.properties.get("REAL_TOPIC") if isinstance(record, Record) else None
 
 

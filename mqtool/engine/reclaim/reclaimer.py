@@ -37,6 +37,10 @@ from mqtool.storage.consumequeue import last_unit, queue_min_offset
 
 # ---------------------------------------------------------------------- the reclaimer
 
+# commitlog files pending timer units point into stay in the trash at least this long: a pending
+# timer message is due within timerMaxDelaySec (3 days by default), and `clean --undo` can put them back
+TIMER_HOLD_MS = 3 * 24 * 3600 * 1000
+
 class Reclaimer:
     def __init__(self, view: StoreView):
         self.view = view
@@ -149,6 +153,7 @@ class Reclaimer:
             decision = gone.get(start)
             if decision is not None:
                 decision.action = STAGE
+                decision.hold_ms = TIMER_HOLD_MS
                 decision.details["timerUnits"] = count
                 decision.why += f"; {count} pending timer unit(s) point into it: staged in the trash, not deleted"
         report.warnings.append(report.timer.text(report.dry_run) + ": their records are in commitlog files "
@@ -374,17 +379,18 @@ class Reclaimer:
         system refused: the file stays, the decision says why, the run goes on (and exits 1)."""
         from mqtool.storage import fsutil
 
+        delay_ms = max(policy.delete_delay_ms, decision.hold_ms)
         try:
-            if policy.delete_delay_ms > 0 or decision.action == STAGE:
+            if delay_ms > 0 or decision.action == STAGE:
                 entry = trash.stage(path, kind=decision.kind, size=decision.size, now_ms=now,
-                                    delay_ms=policy.delete_delay_ms, run=run, reason=decision.reason, **where)
+                                    delay_ms=delay_ms, run=run, reason=decision.reason, **where)
                 decision.details["trash"] = f"trash/{entry.trash}"
                 decision.details["dueAt"] = entry.due_at
             else:
                 Path(path).unlink(missing_ok=True)
                 fsutil.fsync_dir(Path(path).parent)
         except OSError as exc:
-            verb = "staged" if policy.delete_delay_ms > 0 else "deleted"
+            verb = "staged" if delay_ms > 0 or decision.action == STAGE else "deleted"
             decision.action, decision.reason = KEEP, "failed"
             decision.why = f"could not be {verb}: {exc.strerror or exc}; it stays where it is"
             report.failed += 1

@@ -26,6 +26,7 @@ class Decision:
     size: int = 0
     details: dict = field(default_factory=dict)
     target: object = field(default=None, repr=False)   # the MappedFile / IndexFile / Staged it is about
+    hold_ms: int = 0     # stage: kept in the trash at least this long, whatever --delete-delay says
 
     def to_json(self) -> dict:
         return {"type": "decision", "kind": self.kind, "file": self.file, "action": self.action,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from mqtool.forensics.verify.findings import Finding
 from mqtool.formats import batchconsumequeue as fmt
-from mqtool.formats.commitlog import Record, RecordError, decode_entry
 from mqtool.storage import batchqueue, commitlog
 
 INNER_NUM, INNER_BASE = "INNER_NUM", "INNER_BASE"
@@ -57,8 +56,8 @@ def _check_queue(queue, topic, queue_id, directory, emit, display) -> int | None
             if compacted != fmt.INVALID_POS:
                 problem("batch-unit-compacted", f"unit {n}: compactedOffset is not INVALID_POS (-1)",
                         fmt.INVALID_POS, compacted)
-            record = _record_at(queue, offset)
-            if record is None:
+            record = commitlog.record_at(queue, offset)
+            if isinstance(record, str):
                 problem("unit-not-a-record", f"unit {n}: no valid record starts at commitlog offset {offset}")
                 continue
             props = record.properties
@@ -76,14 +75,3 @@ def _check_queue(queue, topic, queue_id, directory, emit, display) -> int | None
                 if want != got:
                     problem(kind, f"unit {n}: {message}", want, got)
     return expected_base
-
-
-def _record_at(queue, offset: int):
-    mf = queue.find_by_offset(offset)
-    if mf is None:
-        return None
-    try:
-        record = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
-    except RecordError:
-        return None
-    return record if isinstance(record, Record) else None

@@ -123,7 +123,7 @@ class _Check:
                          "has no file (the message is lost; a broker skips it)",
                          expected=f"{self.cl_low}..{self.cl_high}", found=unit.offset_py)
             return
-        record = timerstore.record_at(self.queue, unit.offset_py)
+        record = commitlog.record_at(self.queue, unit.offset_py)
         if not isinstance(record, Record):
             if not is_pending:
                 return              # delivered: what it pointed at no longer matters
