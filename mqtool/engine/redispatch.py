@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mqtool.formats import multidispatch
-from mqtool.formats.commitlog import Record, RecordError, decode_entry
 from mqtool.native import fastscan
 from mqtool.storage import commitlog, topics
 from mqtool.storage.commitlog import Problem
@@ -192,9 +191,20 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
         name = names[which[i]]
         done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + 1
     schedule = np.array([t == SCHEDULE_TOPIC for t in names], dtype=bool)[which]
-    # exact but slow: malformed UTF-8, and delay levels the kernels cannot turn into tags codes
-    slow = wanted & (((parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0)
-                     | ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & schedule)
+    # exact but slow: malformed UTF-8 (the record is decoded again in Python, in commitlog order)
+    slow = wanted & ((parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0)
+    # a delayed message's tags code is its delivery time, which the kernels do not compute: decoded
+    # one by one, the rest of the record goes the fast way
+    tags = parsed["tags_hash"]
+    delayed = np.flatnonzero(wanted & ~slow & ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & schedule)
+    if len(delayed):
+        tags = tags.copy()
+        for i in delayed.tolist():
+            request = _request_at(queue, c, i, delay_levels)
+            if request is None:
+                slow[i] = True          # (cannot happen for a record the scan found; kept exact anyway)
+            else:
+                tags[i] = request.tags_code
     done.records += int(wanted.sum())
     batch = queues and any(name in dispatcher.batch_topics for name in names)
     if batch or queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None
@@ -213,7 +223,7 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
             one_by_one = []
             run = np.zeros(chunk.count, dtype=bool)
             run[before + 1:after] = True
-            _dispatch_fast(chunk, dispatcher, wanted & run, names, which, parsed, done, queues, index)
+            _dispatch_fast(chunk, dispatcher, wanted & run, names, which, parsed, tags, done, queues, index)
         else:
             one_by_one.extend(i for i in range(before + 1, after) if good[i] and safe[i])
         if after < chunk.count and wanted[after]:
@@ -225,13 +235,13 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
 FAST_RUN = 64   # fast records in a row worth a kernel call of their own
 
 
-def _dispatch_fast(chunk, dispatcher, fast, names, which, parsed, done, queues, index) -> None:
+def _dispatch_fast(chunk, dispatcher, fast, names, which, parsed, tags, done, queues, index) -> None:
     """The records `fast` selects, by the kernels: units queue by queue, index entries in order."""
     c = chunk.columns
     tx = c["sys_flag"] & 0xC
     to_queue = fast & (tx != PREPARED) & (tx != ROLLBACK)
     if queues:
-        _write_units(chunk, dispatcher, to_queue, names, which, parsed["tags_hash"], done)
+        _write_units(chunk, dispatcher, to_queue, names, which, tags, done)
     if index and dispatcher.message_index_enable and dispatcher.index is not None:
         keys = fast[parsed["key_record"]]
         rec = parsed["key_record"][keys]
@@ -243,14 +253,15 @@ def _dispatch_fast(chunk, dispatcher, fast, names, which, parsed, done, queues, 
 def _requests(queue, c, rows, delay_levels):
     """The DispatchRequests of the chunk's records at rows, decoded one by one from the commitlog."""
     for i in rows.tolist():
-        mf = queue.find_by_offset(int(c["offset"][i]))
-        try:
-            record = decode_entry(mf.buf, int(c["offset"][i]) - mf.file_from_offset, mf.file_size,
-                                  mf.file_from_offset)
-        except RecordError:
-            continue
-        if isinstance(record, Record):
-            yield from_record(record, delay_levels)
+        request = _request_at(queue, c, i, delay_levels)
+        if request is not None:
+            yield request
+
+
+def _request_at(queue, c, i: int, delay_levels):
+    """The DispatchRequest of the chunk's record at row i, decoded from the commitlog (None: no record)."""
+    record = commitlog.record_at(queue, int(c["offset"][i]))
+    return None if isinstance(record, str) else from_record(record, delay_levels)
 
 
 def _has_multi(queue, c) -> bool:
