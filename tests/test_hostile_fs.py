@@ -174,7 +174,8 @@ def test_odd_command_lines(extracted, run_cli, tmp_path):
     assert warned.code == 0 and "bogusKey" in warned.err and "warning" in warned.err
     quiet = run_cli("info", store, "--set", "enableLmq=false", "--set", "mappedFileSizeCommitLog=65536")
     assert quiet.code == 0 and "warning" not in quiet.err
-    for bad in ("storeFormat=7", "flushDiskType=FAST", "maxIndexNum=x", "messageIndexEnable=yes"):
+    for bad in ("storeFormat=7", "flushDiskType=FAST", "maxIndexNum=x", "messageIndexEnable=yes", "enableLmq=yes",
+                "enableMultiDispatch=1", "mapperFileSizeBatchConsumeQueue=many", "mapperFileSizeBatchConsumeQueue=0"):
         result = run_cli("info", store, "--set", bad)
         assert result.code == 2, (bad, result.err)
 

@@ -23,7 +23,7 @@ NAME = "epochFileCheckpoint"
 
 
 def path_of(layout) -> Path:
-    custom = (layout.config.extra or {}).get("storePathEpochFile")
+    custom = layout.config.storePathEpochFile
     return Path(custom) if custom else layout.root / NAME
 
 

@@ -56,9 +56,8 @@ def queue_units(queue_dir: Path):
 def file_size(layout) -> int:
     """mapperFileSizeBatchConsumeQueue: as given (--set/--config), else the size of the files on
     disk, else the broker's default (300000 units)."""
-    given = (layout.config.extra or {}).get("mapperFileSizeBatchConsumeQueue")
-    if given is not None and str(given).strip().isdigit():
-        return int(str(given).strip())
+    if layout.config.mapperFileSizeBatchConsumeQueue is not None:
+        return layout.config.mapperFileSizeBatchConsumeQueue
     return queue_file_size(directory(layout), fmt.DEFAULT_FILE_SIZE)
 
 

@@ -226,17 +226,16 @@ def _has_compacted_topics(directory: Path) -> bool:
 
 def _settings_features(config) -> set:
     """Features the broker's settings turn on, whether or not their files exist yet."""
-    extra = {k.lower(): str(v).strip().lower() for k, v in (config.extra or {}).items()}
     on = set()
     if config.enableDLegerCommitLog or config.storePathDLedgerCommitLog:
         on.add("dledger")
     if config.enableConsumeQueueExt:
         on.add("consumequeue-ext")
-    if extra.get("storetype") == "defaultrocksdb":
+    if config.storeType.strip().lower() == "defaultrocksdb":
         on.add("rocksdb-consumequeue")
-    if extra.get("enablelmq") == "true" or extra.get("enablemultidispatch") == "true":
+    if config.enableLmq or config.enableMultiDispatch:
         on.add("lmq")
-    if extra.get("enablecontrollermode") == "true":
+    if config.enableControllerMode:
         on.add("controller")
     return on
 
@@ -246,20 +245,20 @@ def multi_dispatch(layout):
     does not multi-dispatch.  enableMultiDispatch and enableLmq as given (--config/--set); a
     setting not given is taken as on when the store holds LMQ queues (a broker wrote them with
     both on), else off (RocketMQ's default)."""
-    extra = {k.lower(): str(v).strip().lower() for k, v in (layout.config.extra or {}).items()}
+    config = layout.config
     has_lmq = None
 
-    def setting(name: str) -> bool:
+    def setting(given: bool | None) -> bool:
         nonlocal has_lmq
-        if name in extra:
-            return extra[name] == "true"
+        if given is not None:
+            return given
         if has_lmq is None:
             has_lmq = bool(_lmq_names(layout.consumequeue_dir))
         return has_lmq
 
-    if not setting("enablemultidispatch"):
+    if not setting(config.enableMultiDispatch):
         return None
-    return multidispatch.Settings(enable_lmq=setting("enablelmq"), is_5x=layout.config.is_5x)
+    return multidispatch.Settings(enable_lmq=setting(config.enableLmq), is_5x=config.is_5x)
 
 
 def _lmq_names(cq_dir: Path) -> list[str]:
@@ -270,14 +269,11 @@ def _lmq_names(cq_dir: Path) -> list[str]:
     return [name for name, _, is_dir, _ in listing if is_dir and name.startswith(LMQ_PREFIX)]
 
 
-_FEATURE_SETTINGS = {"storetype", "enablelmq", "enablemultidispatch"}   # the extra keys _settings_features reads
-
-
 def without_features(config):
     """config with the settings that turn consume-queue features on cleared (a new store that holds
     plain consume queues only, as salvage --drop-features writes)."""
-    extra = {k: v for k, v in (config.extra or {}).items() if k.lower() not in _FEATURE_SETTINGS}
-    return config.replace(enableConsumeQueueExt=False, extra=extra)
+    return config.replace(enableConsumeQueueExt=False, storeType="default", enableLmq=False,
+                          enableMultiDispatch=False)
 
 
 def take(layout) -> Census:

@@ -92,6 +92,14 @@ class StoreConfig:
     brokerClusterName: str = "DefaultCluster"
     brokerIP1: str = "127.0.0.1"
     listenPort: int = 10911
+    # store features whose files mqtool must keep consistent (storage/census.py)
+    storeType: str = "default"                # "defaultRocksDB": consume queues in RocksDB (5.x)
+    enableLmq: bool | None = None             # None: not given, inferred from the store's %LMQ% queues
+    enableMultiDispatch: bool | None = None   # the same
+    enableCalcFilterBitMap: bool = False
+    mapperFileSizeBatchConsumeQueue: int | None = None   # units; None: the files' size, else 300000
+    enableControllerMode: bool = False
+    storePathEpochFile: str = ""              # "": <root>/epochFileCheckpoint
     # mqtool: which broker generation the written bytes follow ("4" or "5")
     storeFormat: str = "4"
     extra: dict = field(default_factory=dict, repr=False)
@@ -171,15 +179,11 @@ _CHOICES = {
     "flushDiskType": ("SYNC_FLUSH", "ASYNC_FLUSH"),
     "brokerRole": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
 }
-# broker settings mqtool reads beyond StoreConfig's fields (the census, the epoch file)
-EXTRA_SETTINGS = frozenset({"storePathEpochFile", "storeType", "enableLmq", "enableMultiDispatch",
-                            "enableCalcFilterBitMap", "mapperFileSizeBatchConsumeQueue",
-                            "enableControllerMode"})
 
 
 def unknown_settings(settings: dict) -> list[str]:
     """The keys of settings that mqtool does not know (a typo on the command line, most likely)."""
-    return [key for key in settings if key not in _FIELDS and key not in _JVM_ALIASES and key not in EXTRA_SETTINGS]
+    return [key for key in settings if key not in _FIELDS and key not in _JVM_ALIASES]
 
 
 def _convert(name: str, raw: str, where: str):
@@ -272,9 +276,10 @@ def config_for_store(root, conf_path=None, overrides: dict[str, str] | None = No
         config = config.replace(storePathRootDir=os.fspath(root))
     if overrides:
         config = apply_settings(config, overrides)
-    for name in SIZE_SETTINGS:
-        if getattr(config, name) <= 0:
-            raise UsageError(f"{name} must be above 0, not {getattr(config, name)}")
+    for name in SIZE_SETTINGS + ("mapperFileSizeBatchConsumeQueue",):
+        value = getattr(config, name)
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be above 0, not {value}")
     return config
 
 

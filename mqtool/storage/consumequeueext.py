@@ -101,7 +101,7 @@ def in_use(layout, writer: str) -> bool:
         return False
     why = (f"the consume queue extension units carry filter bitmaps (enableCalcFilterBitMap), computed from "
            f"the consumers' SQL92 filters, which {writer} cannot compute")
-    if str(layout.config.extra.get("enableCalcFilterBitMap", "")).strip().lower() == "true":
+    if layout.config.enableCalcFilterBitMap:
         raise RefusedError(why, path=root)
     size = layout.consume_queue_ext_file_size()
     for topic in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
