@@ -62,21 +62,28 @@ class Dispatcher:
             self.queues[key] = cq
         return cq
 
-    def dispatch(self, req: DispatchRequest) -> int:
-        """The record's unit, its multi-dispatched units and its keys; returns the units put."""
-        units = 0
-        if req.topic in self.batch_topics:
-            units = self.put_batch(req) if req.goes_to_consume_queue else 0
-        elif req.goes_to_consume_queue:
-            cq = self.queue(req.topic, req.queue_id)
-            units = 1
-            if cq.put(req.commitlog_offset, req.size, self.own_tags(req), req.queue_offset):
+    def dispatch(self, req: DispatchRequest, *, own: bool = True, units: bool = True, keys: bool = True) -> int:
+        """The record's unit, its multi-dispatched units and its keys, as a broker's reput puts them;
+        returns the units put.  own=False leaves the record's own unit and keys out (a rebuild of
+        other topics' queues still takes its multi-dispatched units); units / keys: write the
+        queues' units / the index entries at all."""
+        put = 0
+        if units and req.topic in self.batch_topics:
+            if own and req.goes_to_consume_queue:
+                put = self.put_batch(req)
+        elif units and req.goes_to_consume_queue:
+            fresh = True
+            if own:
+                fresh = self.queue(req.topic, req.queue_id).put(req.commitlog_offset, req.size, self.own_tags(req),
+                                                                req.queue_offset)
+                put = 1
+            if fresh:
                 if self.checkpoint is not None:
                     self.checkpoint.logics_msg_timestamp = req.store_timestamp
-                units += self.dispatch_multi(req)
-        if self.message_index_enable and self.index is not None:
+                put += self.dispatch_multi(req)
+        if keys and own and self.message_index_enable and self.index is not None:
             self.index.build_index(req)
-        return units
+        return put
 
     def own_tags(self, req: DispatchRequest) -> int:
         """What the record's own unit holds as its tags code: with enableConsumeQueueExt the address

@@ -280,27 +280,11 @@ def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index
     """A chunk with multi-dispatched records (or any chunk, with consume queue extensions or batch
     topics), record by record: every queue's units in commitlog order, as a broker's reput puts
     them (topic_filter: only queues of the topics asked for)."""
-    c = chunk.columns
-    use_index = index and dispatcher.message_index_enable and dispatcher.index is not None
-    for request in _requests(queue, c, rows, delay_levels):
+    for request in _requests(queue, chunk.columns, rows, delay_levels):
         own = topic_filter is None or topic_filter(request.topic)
-        if request.topic in dispatcher.batch_topics:       # a batch queue unit, never a consume queue's
-            if queues and own and request.goes_to_consume_queue:
-                done.units += dispatcher.put_batch(request)
-        elif queues and request.goes_to_consume_queue:
-            put = True
-            if own:
-                put = dispatcher.queue(request.topic, request.queue_id).put(
-                    request.commitlog_offset, request.size, dispatcher.own_tags(request), request.queue_offset)
-                done.units += 1
-            if put and request.multi is not None:
-                if topic_filter is not None:
-                    request.multi = _only_wanted(request.multi, topic_filter)
-                done.units += dispatcher.dispatch_multi(request)
-            if dispatcher.checkpoint is not None:
-                dispatcher.checkpoint.logics_msg_timestamp = request.store_timestamp
-        if own and use_index:
-            dispatcher.index.build_index(request)
+        if request.multi is not None and topic_filter is not None:
+            request.multi = _only_wanted(request.multi, topic_filter)
+        done.units += dispatcher.dispatch(request, own=own, units=queues, keys=index)
     for name, count in dispatcher.unsafe_names.items():
         done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + count
     dispatcher.unsafe_names.clear()
