@@ -266,13 +266,10 @@ def _request_at(queue, c, i: int, delay_levels):
 
 def _has_multi(queue, c) -> bool:
     """Does a record of the chunk carry INNER_MULTI_DISPATCH?  (A byte search of its stretch of
-    the commitlog: C speed, and a chunk sent on without its bytes is searched here too.)"""
-    first = int(c["offset"][0])
-    mf = queue.find_by_offset(first)
-    if mf is None or not hasattr(mf.buf, "find"):
-        return False
-    end = int(c["offset"][-1] + c["size"][-1])
-    return mf.buf.find(multidispatch.MARKER, first - mf.file_from_offset, end - mf.file_from_offset) >= 0
+    the commitlog: a chunk sent on without its bytes is searched here too.)"""
+    mf = queue.find_by_offset(int(c["offset"][0]))
+    return mf is not None and bool(commitlog.rows_holding(mf, c["offset"], c["size"], multidispatch.MARKER,
+                                                          first_only=True))
 
 
 def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index, topic_filter,

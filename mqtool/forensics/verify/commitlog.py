@@ -152,17 +152,9 @@ def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:
     queue's go up one by one, and coverage checks its consume queue holds them.  Records
     carrying INNER_MULTI_DISPATCH are found by a byte search, then decoded one by one."""
     c = chunk.columns
-    if not chunk.count or not hasattr(mf.buf, "find"):
-        return
     base = mf.file_from_offset
     starts = c["offset"] - base
-    pos, end = int(starts[0]), int(starts[-1] + c["size"][-1])
-    rows = []
-    while (hit := mf.buf.find(multidispatch.MARKER, pos, end)) >= 0:
-        row = int(np.searchsorted(starts, hit, side="right")) - 1
-        rows.append(row)
-        pos = int(starts[row] + c["size"][row])     # the next record
-    for i in rows:
+    for i in commitlog.rows_holding(mf, c["offset"], c["size"], multidispatch.MARKER):
         tx = int(c["sys_flag"][i]) & 0xC
         if tx in (PREPARED, ROLLBACK):
             continue
