@@ -6,6 +6,7 @@ expects comes from that spec, never from mqtool's LMQ code.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -159,6 +160,26 @@ def test_clean_reclaims_lmq_queue_files_as_the_other_queues(tmp_path, run_cli, f
     assert {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*") if p.is_file()
             and not str(p.relative_to(store)).startswith(("trash", "config", "checkpoint"))} == {
         k: v for k, v in before.items() if not k.startswith(("trash", "config", "checkpoint"))}
+
+
+def test_clean_names_unread_lmq_messages_from_lmqConsumerOffset_json(tmp_path, run_cli):
+    """A broker with enableLmq keeps every consumer offset in config/lmqConsumerOffset.json
+    (LmqConsumerOffsetManager: an LMQ group's offset of queue 0 under lmqOffsetTable "topic@group")."""
+    store, _, _ = lmq_store(tmp_path, run_cli, "4.9.8", count=120)
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "lmqConsumerOffset.json").write_text(json.dumps(
+        {"offsetTable": {}, "lmqOffsetTable": {"%LMQ%alpha@%LMQ%reader": 1}}))
+    args = ("clean", store, "--now", "--retention-ms", "0", "--max-files", "2", "--json", "--dry-run")
+    lines = run_cli(*args).json_lines()
+    queue = next(l for l in lines if l["type"] == "queue" and l["topic"] == "%LMQ%alpha")
+    assert queue["minOffsetAfter"] > 1
+    losses = [(l["group"], l["topic"], l["queueId"], l["consumerOffset"], l["unreadRemoved"])
+              for l in lines if l["type"] == "loss"]
+    assert losses == [("%LMQ%reader", "%LMQ%alpha", 0, 1, queue["minOffsetAfter"] - max(1, queue["minOffsetBefore"]))]
+    assert lines[-1]["unreadMessagesRemoved"] == losses[0][-1]
+    off = run_cli(*args, "--set", "enableLmq=false")       # such a broker reads consumerOffset.json only
+    assert [l for l in off.json_lines() if l["type"] == "loss"] == []
+    assert "there is no config/consumerOffset.json" in off.err
 
 
 def test_without_multi_dispatch_lmq_units_are_units_of_another_topic(tmp_path, run_cli):

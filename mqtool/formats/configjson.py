@@ -193,10 +193,15 @@ def dumps(value) -> str:
 
 
 def consumer_offsets(doc) -> dict[tuple[str, str], dict[int, int]]:
-    """consumerOffset.json's offsetTable as {(topic, group): {queueId: offset}}."""
+    """consumerOffset.json's offsetTable as {(topic, group): {queueId: offset}}; with
+    lmqConsumerOffset.json's lmqOffsetTable ({"topic@group": offset}: an LMQ group reads queue 0
+    of an LMQ queue) too."""
     table = (doc or {}).get("offsetTable") or {}
     result = {}
     for key, queues in table.items():
         topic, _, group = str(key).rpartition("@")
         result[(topic, group)] = {int(q): int(o) for q, o in (queues or {}).items()}
+    for key, offset in ((doc or {}).get("lmqOffsetTable") or {}).items():
+        topic, _, group = str(key).rpartition("@")
+        result[(topic, group)] = {0: int(offset)}
     return result

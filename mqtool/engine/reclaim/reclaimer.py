@@ -40,6 +40,8 @@ from mqtool.storage.consumequeue import last_unit, queue_min_offset
 # commitlog files pending timer units point into stay in the trash at least this long: a pending
 # timer message is due within timerMaxDelaySec (3 days by default), and `clean --undo` can put them back
 TIMER_HOLD_MS = 3 * 24 * 3600 * 1000
+OFFSETS, LMQ_OFFSETS = "consumerOffset.json", "lmqConsumerOffset.json"   # in config/
+
 
 class Reclaimer:
     def __init__(self, view: StoreView):
@@ -398,28 +400,45 @@ class Reclaimer:
         return True
 
     # ---------------------------------------------------------------- consumers
+    def _offset_files(self) -> list[str]:
+        """The files that hold the consumers' offsets: a broker with enableLmq keeps them all in
+        lmqConsumerOffset.json (LmqConsumerOffsetManager), one without in consumerOffset.json;
+        with the setting not given, whichever of the two are there (both read: a group's offset
+        in both counts at the lower one, never hiding a loss)."""
+        enable_lmq = self.view.layout.config.enableLmq
+        if enable_lmq is not None:
+            return [LMQ_OFFSETS if enable_lmq else OFFSETS]
+        there = [name for name in (OFFSETS, LMQ_OFFSETS) if (self.view.layout.config_dir / name).exists()]
+        return there or [OFFSETS]
+
     def _losses(self, report: Report) -> None:
-        """Which consumer groups lose messages they have not read (config/consumerOffset.json;
-        the delay service's progress in delayOffset.json counts as one more reader)."""
+        """Which consumer groups lose messages they have not read (config/consumerOffset.json, or
+        lmqConsumerOffset.json; the delay service's progress in delayOffset.json counts as one more
+        reader)."""
+        config_dir = self.view.layout.config_dir
+        names = self._offset_files()
+        report.offsets_file = " and ".join(f"config/{name}" for name in names)
         if not report.queues:
-            report.offsets_known = (self.view.layout.config_dir / "consumerOffset.json").exists()
+            report.offsets_known = any((config_dir / name).exists() for name in names)
             return
         from mqtool.formats import configjson
         from mqtool.storage import metafiles
 
-        config_dir = self.view.layout.config_dir
         readers, delayed = {}, {}
-        try:
-            doc, _, note = metafiles.load_config_json(config_dir / "consumerOffset.json")
-            if note:
-                report.warnings.append(f"config/{note}")
-            readers = configjson.consumer_offsets(doc) if doc is not None else {}
-        except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
-            report.warnings.append(f"cannot read config/consumerOffset.json ({exc}): cannot tell consumed "
-                                   "from unread")
-            doc = None
-            report.offsets_unreadable = True
-        report.offsets_known = doc is not None
+        for name in names:
+            try:
+                doc, _, note = metafiles.load_config_json(config_dir / name)
+                if note:
+                    report.warnings.append(f"config/{note}")
+                for reader, offsets in (configjson.consumer_offsets(doc) if doc is not None else {}).items():
+                    mine = readers.setdefault(reader, {})
+                    for queue_id, offset in offsets.items():
+                        mine[queue_id] = min(offset, mine.get(queue_id, offset))
+            except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+                report.warnings.append(f"cannot read config/{name} ({exc}): cannot tell consumed from unread")
+                doc = None
+                report.offsets_unreadable = True
+            report.offsets_known = report.offsets_known or doc is not None
         try:
             delay, _, note = metafiles.load_config_json(config_dir / "delayOffset.json")
             delay = delay or {}
@@ -461,7 +480,7 @@ class Reclaimer:
         if report.messages_removed:
             if not report.offsets_known and not report.offsets_unreadable:
                 report.warnings.append(
-                    f"{report.messages_removed} message(s) are removed; there is no config/consumerOffset.json, "
+                    f"{report.messages_removed} message(s) are removed; there is no {report.offsets_file}, "
                     "so mqtool cannot tell whether consumers had read them")
             elif report.losses:
                 groups = sorted({l.group for l in report.losses})

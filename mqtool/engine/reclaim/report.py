@@ -79,6 +79,7 @@ class Report:
     queues: list[QueueChange] = field(default_factory=list)
     losses: list[Loss] = field(default_factory=list)
     offsets_known: bool = False         # consumerOffset.json was there to tell consumed from not
+    offsets_file: str = "config/consumerOffset.json"   # or lmqConsumerOffset.json (enableLmq)
     warnings: list[str] = field(default_factory=list)
     incomplete: bool = False            # undo: staged files that could not go back
     failed: int = 0                     # files that could not be deleted or staged (kept, reported)
