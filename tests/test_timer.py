@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from timergen import UNIT, WRITE_TIME, Timed, append_timer_messages, string_hash, write_timer_store
+from timergen import BLANK_MAGIC, UNIT, WRITE_TIME, Timed, append_timer_messages, string_hash, write_timer_store
 
 from mqtool.formats import timer as fmt
 from mqtool.formats.javastr import java_hash
@@ -211,6 +211,22 @@ def test_verify_finds_each_damage(name, timer_store, run_cli):
     assert result.code == 1, result.out
     kinds = [p["kind"] for p in result.json_lines() if p["type"] == "problem"]
     assert kind in kinds, kinds
+
+
+def test_dump_and_verify_agree_on_what_lies_after_the_timerlogs_end(timer_store, run_cli):
+    """A broker's recovery ends the timerlog at its first end (zeros or damage) and drops every
+    later file: a later file holding a BLANK alone is data after the end, for dump and verify alike."""
+    store, _, _ = timer_store
+    files = sorted((store / "timerlog").iterdir())
+    assert len(files) >= 3
+    files[-2].write_bytes(bytes(FILE))                                           # the end: its first byte
+    files[-1].write_bytes(struct.pack(">iqi", FILE, 0, BLANK_MAGIC).ljust(FILE, b"\0"))   # a BLANK, no unit
+    verify = run_cli("verify-crc", store, "--scope", "timer", "--json")
+    dump = run_cli("dump", store, "timerlog", "--json")
+    after = [[(p["file"], p["offset"]) for p in r.json_lines() if p["type"] == "problem" and p["kind"] == "data-after-end"]
+             for r in (verify, dump)]
+    assert after[0] == after[1] and len(after[0]) == 1 and after[0][0][0].endswith(files[-1].name)
+    assert verify.code == dump.code == 1
 
 
 def test_a_unit_missing_from_its_slot_chain_is_found(timer_store, run_cli):

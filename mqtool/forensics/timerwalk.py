@@ -27,10 +27,15 @@ def walk_timerlog(ts, filters, tally, display):
         tally.problems += 1
         tally.note_problem(display(problem.path), problem.offset, problem.kind)
         yield "problem", Problem(problem.kind, display(problem.path), 0, problem.offset or 0, problem.message)
-    files = ts.timerlog.files
-    for n, mf in enumerate(files):
-        scan = ts.scan(mf)
+    for mf, scan, ended in ts.log_files():
         path = display(mf.path)
+        if ended is not None:
+            if ts.holds_data(scan):
+                tally.problems += 1
+                tally.note_problem(path, 0, "data-after-end")
+                yield "problem", Problem("data-after-end", path, 0, mf.file_from_offset,
+                                         f"units after the timerlog's end at {ended} (a broker's recovery drops them)")
+            continue
         for start in range(0, scan.units, 65536):
             for unit in timerstore.unit_rows(mf, start, min(start + 65536, scan.units)):
                 if tally.full():
@@ -43,24 +48,13 @@ def walk_timerlog(ts, filters, tally, display):
         if scan.stop == timerstore.BLANK:
             tally.blanks += 1
             yield "blank", path, scan.stop_at, scan.blank_size
-            continue
-        if scan.stop == timerstore.DAMAGE:
+        elif scan.stop == timerstore.DAMAGE:
             size, magic = scan.found
             tally.problems += 1
             tally.note_problem(path, scan.stop_at, "bad-timer-unit")
             yield "problem", Problem("bad-timer-unit", path, scan.stop_at, mf.file_from_offset + scan.stop_at,
                                      f"not a timer unit: size {size}, magic {magic:#x} (a broker's recovery "
                                      "truncates the timerlog here)")
-        if scan.stop in (timerstore.END, timerstore.DAMAGE):
-            for extra in files[n + 1:]:
-                if ts.scan(extra).units:
-                    tally.problems += 1
-                    tally.note_problem(display(extra.path), 0, "data-after-end")
-                    yield "problem", Problem("data-after-end", display(extra.path), 0, extra.file_from_offset,
-                                             "units after the timerlog's end (a broker's recovery drops them)")
-            tally.end_offset = mf.file_from_offset + scan.stop_at
-            yield "end", mf.file_from_offset + scan.stop_at
-            return
     tally.end_offset = ts.written_end
     yield "end", ts.written_end
 

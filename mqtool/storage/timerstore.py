@@ -139,11 +139,28 @@ class TimerStore:
             self._scans[key] = scan_file(mf)
         return self._scans[key]
 
+    def log_files(self):
+        """(file, its scan, ended) for each timerlog file, oldest first; ended: the timerlog's
+        offset where an earlier file's units stopped (END or DAMAGE), else None.  A broker's
+        recovery truncates there and drops every later file, so a later file holding anything
+        (a unit, a BLANK, damage) is data after the end."""
+        ended = None
+        for mf in self.timerlog.files:
+            s = self.scan(mf)
+            yield mf, s, ended
+            if ended is None and s.stop in (END, DAMAGE):
+                ended = mf.file_from_offset + s.stop_at
+
+    @staticmethod
+    def holds_data(scan: FileScan) -> bool:
+        return bool(scan.units) or scan.stop != END
+
     @property
     def written_end(self) -> int:
         """Where the timerlog's units end (a broker's recovery truncates there)."""
-        for mf in self.timerlog.files:
-            s = self.scan(mf)
+        for mf, s, ended in self.log_files():
+            if ended is not None:
+                return ended
             if s.stop in (END, DAMAGE):
                 return mf.file_from_offset + s.stop_at
         last = self.timerlog.last_file
@@ -152,12 +169,11 @@ class TimerStore:
     def units(self, *, chunk: int = 65536):
         """Every unit up to the written end, file by file, oldest first (read in chunks, so
         memory stays flat)."""
-        for mf in self.timerlog.files:
-            s = self.scan(mf)
+        for mf, s, ended in self.log_files():
+            if ended is not None:
+                return
             for start in range(0, s.units, chunk):
                 yield from unit_rows(mf, start, min(start + chunk, s.units))
-            if s.stop in (END, DAMAGE):
-                return
 
     def unit_at(self, pos: int) -> Unit | None:
         """The unit at timerlog offset pos, or None when none is written there."""

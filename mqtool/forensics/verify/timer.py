@@ -57,14 +57,13 @@ class _Check:
 
     # ------------------------------------------------------------------ timerlog
     def _timerlog(self) -> int:
-        ts, ended = self.ts, None
-        for mf in ts.timerlog.files:
+        ts = self.ts
+        for mf, scan, ended in ts.log_files():
             self.result.files += 1
             self.result.bytes += mf.file_size
-            scan = ts.scan(mf)
             path = self.display(mf.path)
             if ended is not None:
-                if scan.units or scan.stop != timerstore.END:
+                if ts.holds_data(scan):
                     self.add("data-after-end", path, 0, mf.file_from_offset,
                              f"units after the timerlog's end at {ended} (a broker's recovery drops them)")
                 continue
@@ -77,8 +76,6 @@ class _Check:
                 self.add("bad-blank", path, scan.stop_at, mf.file_from_offset + scan.stop_at,
                          "the BLANK's size is not the rest of the file",
                          expected=mf.file_size - scan.stop_at, found=scan.blank_size)
-            if scan.stop in (timerstore.END, timerstore.DAMAGE):
-                ended = mf.file_from_offset + scan.stop_at
         return ts.written_end
 
     # --------------------------------------------------------------------- units
