@@ -117,6 +117,14 @@ def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
     return Partial(queues, {part.broker: store})
 
 
+def warm_up() -> None:
+    """Load the compiled kernels scan uses now: that is start-up, timed apart from stats' work
+    (`loadSeconds`), and forked workers inherit them."""
+    from mqtool.native import chunkstats
+
+    chunkstats.warm_up()
+
+
 def _count_problems(store: StoreAgg, found) -> None:
     store.damaged_records += 1
     store.problems += len(found)
