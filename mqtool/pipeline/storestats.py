@@ -49,7 +49,7 @@ class QueueAgg:
     last: int | None = None
     sizes: dict = field(default_factory=dict)
     hours: dict = field(default_factory=dict)
-    keys: list = field(default_factory=list)   # hashes while scanning; sorted arrays after
+    keys: list = field(default_factory=list)   # hashes while scanning; sorted distinct arrays after
 
     def add(self, other: "QueueAgg") -> None:
         self.messages += other.messages
@@ -62,9 +62,13 @@ class QueueAgg:
         self.keys.extend(other.keys)
 
     def distinct_keys(self) -> int:
+        """The distinct keys of a scanned partial or a sum of them (keys: sorted distinct arrays);
+        kept as one array from then on, so a topic or total made of it sorts no more."""
         if not self.keys:
             return 0
-        return int(distinct(np.concatenate(self.keys)).size)
+        if len(self.keys) > 1:
+            self.keys = [distinct(np.concatenate(self.keys))]
+        return int(self.keys[0].size)
 
 
 @dataclass
@@ -230,18 +234,19 @@ def report(stats: Partial, timer: list | None = None) -> list[dict]:
     """The JSON lines of `stats --json`: a `queue` line per broker, topic and queue, a `topic` line
     per broker and topic, a `store` line per store, a `timer` line per store and real topic with
     pending timer messages, and a final `total`."""
-    total = QueueAgg()
-    for agg in stats.queues.values():
-        total.add(agg)
+    messages = sum(agg.messages for agg in stats.queues.values())
+    size = sum(agg.bytes for agg in stats.queues.values())
     lines = []
     topics: dict = {}
     for (broker, topic, queue_id), agg in sorted(stats.queues.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-        lines.append(_line("queue", agg, total.messages, total.bytes, broker=broker, topic=topic, queueId=queue_id))
+        lines.append(_line("queue", agg, messages, size, broker=broker, topic=topic, queueId=queue_id))
         topics.setdefault((broker, topic), QueueAgg()).add(agg)
+    total = QueueAgg()
     for (broker, topic), agg in topics.items():
-        line = _line("topic", agg, total.messages, total.bytes, broker=broker, topic=topic)
+        line = _line("topic", agg, messages, size, broker=broker, topic=topic)
         line["queues"] = sum(1 for b, t, _ in stats.queues if (b, t) == (broker, topic))
         lines.append(line)
+        total.add(agg)
     for broker, agg in sorted(stats.stores.items()):
         lines.append({"type": "store", "broker": broker, "store": agg.store, "files": agg.files,
                       "records": agg.records, "damagedRecords": agg.damaged_records, "problems": agg.problems,
