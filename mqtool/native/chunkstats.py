@@ -1,4 +1,4 @@
-"""stats' work on a scanned chunk, compiled: its records grouped by topic and queue, in one pass.
+"""stats' work on a scanned chunk, compiled: its records grouped by topic and queue, in one call.
 
 Per group: messages, bytes, first and last store time, a histogram of size
 exponents, messages per hour, and 64-bit hashes of the KEYS pieces (distinct
@@ -136,7 +136,7 @@ def chunk_stats(buf, good, topic_hash, queue_id, size, store_ts, props_pos, prop
     and last store time, a histogram of size exponents (64 slots: _exponent); per (group,
     hour) the messages; and the hashes of the KEYS pieces (split on single spaces, empty
     pieces dropped, as the index splits them; each hashed as the UTF-8 of its decoded text),
-    group by group (key_off: where each group's start).  In passes of one job each: groups
+    group by group (key_off: where each group's keys start).  In passes of one job each: groups
     and where each record's KEYS value lies, the sums, the key hashes, then their order."""
     n = len(size)
     cap = GROUPS_MIN

@@ -93,8 +93,9 @@ def prefetch(typingctx, address):
 
 @_intrinsic
 def load_u64(typingctx, address):
-    """load_u64(address): the 8 bytes at address (an integer, any alignment) as a little-endian
-    uint64, in one load: lets a kernel look at a word of a buffer at a time."""
+    """load_u64(address): the 8 bytes at address (an integer, any alignment) as a uint64 in the
+    machine's order (little-endian on the x86-64, AArch64 and ppc64le machines numba runs on),
+    in one load: lets a kernel look at a word of a buffer at a time."""
     sig = types.uint64(types.int64)
 
     def codegen(context, builder, signature, args):
