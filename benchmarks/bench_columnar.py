@@ -8,8 +8,11 @@ temporary directory: `export --format parquet`, `export --format jsonl`, `stats 
 `dump commitlog --json --no-body`.  For each: wall time (the whole command, Python start-up
 included), records/s, MB/s of commitlog data, peak RSS of the child, and the ratio to the bare
 loop measured in the same run (bench_verify.bare_crc_loop: zlib.crc32 over the commitlog
-read in 64 KiB chunks).  Targets (issue 15): export to Parquet >= 1/3 of the loop, stats >= 1x,
-dump --json --no-body >= 250,000 records/s, peak RSS < 300 MB.  Both start from a warm page
+read in 64 KiB chunks).  A command that times its own work (stats: `seconds` in its JSON
+total, after `loadSeconds` loading its kernels, as verify-crc does) is compared by that time
+(its row's wall), the whole command's time printed beside it.  Targets (issue 15): export to
+Parquet >= 1/3 of the loop, stats >= 1x, dump --json --no-body >= 250,000 records/s, peak RSS
+< 300 MB.  Both start from a warm page
 cache.  It asserts nothing; the exit status is non-zero only when a command fails.
 """
 
@@ -54,6 +57,18 @@ def run(args: list[str]) -> tuple[float, int, str]:
     return wall, usage.ru_maxrss * 1024, tail
 
 
+def own_time(tail: str) -> tuple[float, float] | None:
+    """(seconds, loadSeconds) of a command that times its own work, as verify-crc does: from the
+    last JSON line of its output (stats' total); None when it has none."""
+    try:
+        last = json.loads(tail.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    if isinstance(last, dict) and "seconds" in last:
+        return last["seconds"], last.get("loadSeconds", 0.0)
+    return None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=storegen.parse_size, default=storegen.parse_size("1G"))
@@ -76,20 +91,26 @@ def main(argv=None) -> int:
     ]
     print(f"{'command':<24} {'wall':>7} {'records/s':>11} {'MB/s':>8} {'ratio':>6} {'peak RSS':>9}  target")
     for name, args, ratio_target, rate_target in commands:
-        best, peak = None, 0
+        best, peak, own = None, 0, None
         for _ in range(opts.repeat):
             wall, rss, tail = run(args)
             best = wall if best is None else min(best, wall)
             peak = max(peak, rss)
+            timed = own_time(tail)
+            own = timed if own is None or (timed and timed[0] < own[0]) else own
         if name == "stats":
             assert json.loads(tail.strip().splitlines()[-1])["messages"] == records
+        whole = ""
+        if own:   # its own work is what compares with the loop; the whole command beside it
+            whole = f"; whole command {best:.2f}s, kernels loaded in {own[1]:.2f}s"
+            best = own[0]
         rate, mbs = records / best, data / best / MB
         ratio = mbs / loop
         if ratio_target is not None:
             verdict = f"ratio >= {ratio_target:.2f}: {'PASS' if ratio >= ratio_target else 'FAIL'}"
         else:
             verdict = f">= {rate_target:,} records/s: {'PASS' if rate >= rate_target else 'FAIL'}" if rate_target else ""
-        verdict += f"; RSS < 300 MB: {'PASS' if peak < 300e6 else 'FAIL'}"
+        verdict += f"; RSS < 300 MB: {'PASS' if peak < 300e6 else 'FAIL'}" + whole
         print(f"{name:<24} {best:>6.2f}s {rate:>11,.0f} {mbs:>8,.0f} {ratio:>6.2f} {peak / MB:>7,.0f}MB  {verdict}")
     subprocess.run(["rm", "-rf", str(out)], check=False)
     return 0

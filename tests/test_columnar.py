@@ -104,11 +104,40 @@ def test_text_is_decoded_as_python_decodes_it():
 @pytest.mark.parametrize("name", list(ALL_FIXTURES))
 def test_stats_equal_sums_over_the_reference_rows(name, extracted):
     """storestats (vectorised over chunks) against plain sums over the reference walker's rows."""
+    assert_stats_equal_reference(name, extracted(name))
+
+
+def random_key_cases(seed: int, count: int = 3000) -> list[dict]:
+    """Records over three topics and six queues, store times over ten hours in no order, bodies of
+    0-3000 bytes, KEYS of random pieces (non-ASCII, runs of spaces, long ones), some records
+    with two KEYS pairs and some with malformed UTF-8."""
+    rng = random.Random(seed)
+    pieces = ["k", "\u00e9", "\u4e2d", "\U0001F600", " ", "  ", "x" * 9, "order-", "0", "1"]
+    cases = []
+    for i in range(count):
+        key = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        props = f"TAGS\x01t{i % 3}\x02KEYS\x01{key}" if key else "TAGS\x01a"
+        if i % 7 == 0:
+            props += "\x02KEYS\x01" + "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        if i % 11 == 0:
+            props = bad_utf8(b"KEYS\x01\xff\xfe k" + bytes([rng.randint(0x80, 0xFF)]) + b"\x02A\x01b")
+        cases.append({"topic": rng.choice(["A", "B", "Ca"]), "queueId": rng.randint(0, 5), "properties": props,
+                      "storeTimestamp": 1_700_000_000_000 + rng.randint(0, 10) * 3_000_000 + i,
+                      "body": b"x" * rng.randint(0, 3000)})
+    return cases
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_stats_of_random_keys_equal_the_reference(seed, tmp_path):
+    assert_stats_equal_reference("random", store_of(tmp_path / "store", random_key_cases(seed), 1 << 24))
+
+
+def assert_stats_equal_reference(name, store):
     from pipeline_expect import size_bucket
 
     from mqtool.pipeline import storestats
 
-    parts = pipeline.commitlog_parts(pipeline.find_stores([f"{name}={extracted(name)}"]))
+    parts = pipeline.commitlog_parts(pipeline.find_stores([f"{name}={store}"]))
     got = storestats.merge(storestats.scan(p) for p in parts)
     names = [n for n, _ in pipeline.columns()]
     at = {n: names.index(n) for n in names}

@@ -83,6 +83,17 @@ def test_local_stats_equal_counts_from_expected_read(extracted, run_cli):
     assert tables.code == 0 and "messages per topic and queue" in tables.out and "Total" in tables.out
 
 
+def test_stats_total_times_its_own_work_and_the_loading_apart(extracted, run_cli):
+    """`seconds` is stats' own work, `loadSeconds` the loading of the kernels before it (as
+    verify-crc reports them), on the total line only."""
+    result = run_cli("stats", extracted("multifile"), "--json", "--jobs", "1")
+    assert result.code == 0, result.err
+    total = result.json_lines()[-1]
+    assert isinstance(total["seconds"], float) and isinstance(total["loadSeconds"], float)
+    assert 0 < total["seconds"] < 60 and 0 <= total["loadSeconds"] < 60
+    assert not any("seconds" in line or "loadSeconds" in line for line in result.json_lines()[:-1])
+
+
 def test_stats_filters_topic_and_time(extracted, run_cli):
     records = broker_records("multifile")
     times = sorted(r["storeTimestamp"] for r in records.values())

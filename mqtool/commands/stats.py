@@ -8,6 +8,7 @@ counted per store, and makes the exit status 1, as in dump.
 from __future__ import annotations
 
 import functools
+import time
 
 import click
 import humanize
@@ -39,10 +40,15 @@ def cli(stores, config_path, settings, as_json, topics, since, until, engine, jo
     filters = Filters.from_options(topics, since=since, until=until)
     runner = engineopts.open_engine(engine, jobs, master, spark_conf)
     try:
+        loading = time.perf_counter()
+        if engine == "local":     # Spark's workers load their own
+            storestats.warm_up()
+        started = time.perf_counter()
         parts = pipeline.commitlog_parts(found, filters)
         scan = functools.partial(storestats.scan, filters=filters, check_crc=not no_crc)
         timer = storestats.timer_lines(found, filters.topics)
         lines = storestats.report(storestats.merge(runner.map(scan, parts)), timer)
+        lines[-1].update(seconds=round(time.perf_counter() - started, 3), loadSeconds=round(started - loading, 3))
     finally:
         runner.close()
     if as_json:

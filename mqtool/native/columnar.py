@@ -12,8 +12,6 @@ split on 0x02, name and value on the first 0x01, empty names or values
 skipped, a later duplicate's value wins in the first one's place).  The layout
 is formats/commitlog.py's; tests/test_columnar.py checks every column against
 the reference walker on every fixture.
-
-`key_hashes` gives 64-bit hashes of the KEYS pieces (for stats' distinct keys).
 """
 
 from __future__ import annotations
@@ -453,63 +451,6 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
             body_off, body_data[:dq])
 
 
-@njit(cache=True, inline="always")
-def _hash64(data, lo, hi):
-    """FNV-1a over data[lo:hi], then a 64-bit finaliser (splitmix64's) to spread the bits."""
-    h = np.uint64(0xCBF29CE484222325)
-    for k in range(lo, hi):
-        h = (h ^ np.uint64(data[U(k)])) * np.uint64(0x100000001B3)
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
-
-
-@njit(cache=True, nogil=True)
-def key_hashes(buf, props_pos, props_len, keys_name):
-    """(record number, 64-bit hash) of every piece of every record's KEYS property, split on
-    single spaces with empty pieces dropped (as the index splits them), each piece hashed as
-    the UTF-8 of its decoded text.  The last KEYS pair wins, as in the broker's map."""
-    n = len(props_pos)
-    total = 0
-    most = 0
-    for i in range(n):
-        total += props_len[i]
-        most = max(most, props_len[i])
-    record = np.empty(total // 2 + 1, np.int64)
-    hashes = np.empty(total // 2 + 1, np.uint64)
-    scratch = np.empty(3 * most + 3, np.uint8)
-    count = 0
-    for i in range(n):
-        p = props_pos[i]
-        end = p + props_len[i]
-        lo = hi = -1
-        ascii = True
-        while p < end:
-            s, e, plain = _scan_pair(buf, p, end)
-            if p < s < e - 1 and _named(buf, p, s, keys_name):
-                lo, hi, ascii = s + 1, e, plain
-            p = e + 1
-        if lo < 0:
-            continue
-        a = lo
-        while a <= hi:
-            b = a
-            while b < hi and buf[U(b)] != 32:
-                b += 1
-            if b > a:
-                record[count] = i
-                if ascii:      # its UTF-8 is the bytes as they are
-                    hashes[count] = _hash64(buf, a, b)
-                else:
-                    hashes[count] = _hash64(scratch, 0, put_text(buf, a, b, scratch, 0))
-                count += 1
-            a = b + 1
-    return record[:count], hashes[:count]
-
-
 COLUMNS = ("stored_crc", "computed_crc", "flag", "born_ts", "reconsume", "prepared", "tags_hash", "delay",
            "topic_off", "topic_data", "props_off", "props_data",
            "map_off", "key_off", "key_data", "val_off", "val_data",
@@ -530,68 +471,3 @@ def decode_columns(buf, base: int, scanned: dict, with_body: bool = False, crc_k
     out = decode(buf, base, c["offset"], c["sys_flag"], c["body_pos"], c["body_len"], c["topic_pos"],
                  c["topic_len"], c["props_pos"], c["props_len"], crc_known, with_body, *_NAMES)
     return dict(zip(COLUMNS, out))
-
-
-def keys_of(buf, scanned: dict):
-    """key_hashes for fastscan columns: (record numbers, uint64 hashes)."""
-    return key_hashes(buf, scanned["props_pos"], scanned["props_len"], _NAMES[1])
-
-
-def hash_text(text: str) -> int:
-    """The hash key_hashes gives a key, for one text (tests and the per-record path)."""
-    data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    return int(_hash64(data, 0, len(data)))
-
-
-@njit(cache=True, nogil=True)
-def aggregate(topic_hash, queue_id, size, store_ts, hour_ms):
-    """stats' sums of records grouped by (topic hash, queue id), in one pass: per group its key,
-    messages, bytes, first and last store time and a histogram of size exponents (64 slots;
-    2 ** k for the smallest k with 2 ** k >= size); per (group, hour) the messages; and each
-    record's group number."""
-    n = len(topic_hash)
-    zero = np.int64(0)
-    index = {(zero, zero): zero}     # typed by its first entry, then emptied
-    index.clear()
-    group = np.empty(n, np.int64)
-    keys_th = np.empty(n, np.int64)
-    keys_q = np.empty(n, np.int64)
-    g = 0
-    for i in range(n):
-        key = (np.int64(topic_hash[i]), np.int64(queue_id[i]))
-        k = index.get(key, np.int64(-1))
-        if k < 0:
-            k = g
-            index[key] = k
-            keys_th[g] = topic_hash[i]
-            keys_q[g] = queue_id[i]
-            g += 1
-        group[i] = k
-    messages = np.zeros(g, np.int64)
-    total = np.zeros(g, np.int64)
-    first = np.full(g, np.iinfo(np.int64).max, np.int64)
-    last = np.full(g, np.iinfo(np.int64).min, np.int64)
-    hist = np.zeros((g, 64), np.int64)
-    hours = {(zero, zero): zero}
-    hours.clear()
-    for i in range(n):
-        k = group[i]
-        messages[k] += 1
-        total[k] += size[i]
-        t = store_ts[i]
-        first[k] = min(first[k], t)
-        last[k] = max(last[k], t)
-        e = 0
-        while (np.int64(1) << e) < size[i]:
-            e += 1
-        hist[k, e] += 1
-        hk = (np.int64(k), np.int64(t // hour_ms))
-        hours[hk] = hours.get(hk, zero) + 1
-    hour_g = np.empty(len(hours), np.int64)
-    hour_h = np.empty(len(hours), np.int64)
-    hour_n = np.empty(len(hours), np.int64)
-    j = 0
-    for hk, count in hours.items():
-        hour_g[j], hour_h[j], hour_n[j] = hk[0], hk[1], count
-        j += 1
-    return keys_th[:g], keys_q[:g], group, messages, total, first, last, hist, hour_g, hour_h, hour_n

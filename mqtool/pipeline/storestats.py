@@ -4,7 +4,7 @@
 and returns a small picklable partial; `merge` adds the partials up.  The
 partials are sums, minima, maxima, counters and sorted arrays of key hashes,
 so merging is exact whatever the partitioning.  Distinct keys are counted by
-64-bit hashes of the keys (native/columnar.key_hashes: 8 bytes a key on the driver
+64-bit hashes of the keys (native/chunkstats: 8 bytes a key on the driver
 instead of the key itself; two different keys collide with odds of about n^2 / 2^65).
 """
 
@@ -49,7 +49,7 @@ class QueueAgg:
     last: int | None = None
     sizes: dict = field(default_factory=dict)
     hours: dict = field(default_factory=dict)
-    keys: list = field(default_factory=list)   # hashes while scanning; sorted arrays after
+    keys: list = field(default_factory=list)   # hashes while scanning; sorted distinct arrays after
 
     def add(self, other: "QueueAgg") -> None:
         self.messages += other.messages
@@ -62,9 +62,13 @@ class QueueAgg:
         self.keys.extend(other.keys)
 
     def distinct_keys(self) -> int:
+        """The distinct keys of a scanned partial or a sum of them (keys: sorted distinct arrays);
+        kept as one array from then on, so a topic or total made of it sorts no more."""
         if not self.keys:
             return 0
-        return int(distinct(np.concatenate(self.keys)).size)
+        if len(self.keys) > 1:
+            self.keys = [distinct(np.concatenate(self.keys))]
+        return int(self.keys[0].size)
 
 
 @dataclass
@@ -117,6 +121,14 @@ def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
     return Partial(queues, {part.broker: store})
 
 
+def warm_up() -> None:
+    """Load the compiled kernels scan uses now: that is start-up, timed apart from stats' work
+    (`loadSeconds`), and forked workers inherit them."""
+    from mqtool.native import chunkstats
+
+    chunkstats.warm_up()
+
+
 def _count_problems(store: StoreAgg, found) -> None:
     store.damaged_records += 1
     store.problems += len(found)
@@ -126,7 +138,7 @@ def _count_problems(store: StoreAgg, found) -> None:
 
 def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, queues: dict) -> None:
     """One record the kernels left to the reference decoder."""
-    from mqtool.native.columnar import hash_text
+    from mqtool.native.chunkstats import hash_text
 
     store.records += 1
     store.bytes += entry.total_size
@@ -146,36 +158,29 @@ def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, 
 
 def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: dict) -> None:
     """A chunk's records into the partial: damaged ones per store (their problems from
-    record_problems), the others that pass the filters per queue (columnar.aggregate)."""
+    record_problems), the others that pass the filters per queue (chunkstats, one compiled pass)."""
     from mqtool.forensics import rowblocks
-    from mqtool.native import columnar
+    from mqtool.native import chunkstats
 
-    c = chunk.columns
     store.records += chunk.count
-    store.bytes += int(c["size"].sum())
+    store.bytes += int(chunk.columns["size"].sum())
     good = np.ones(chunk.count, dtype=np.bool_)
     for i, found in rowblocks.chunk_problems(chunk, part.file_from, check_crc).items():
         good[i] = False
         _count_problems(store, found)
-    names = rowblocks.topic_names(chunk)
-    keep = rowblocks.keep_mask(chunk, filters, names)
+    keep = rowblocks.keep_mask(chunk, filters)
     if keep is not None:
         good &= keep
-    if not good.any():
-        return
-    kept = {k: c[k][good] for k in ("topic_hash", "queue_id", "size", "store_ts", "props_pos", "props_len")}
-    (group_th, group_q, group, messages, sizes, first, last, hist, hour_g, hour_h,
-     hour_n) = columnar.aggregate(kept["topic_hash"], kept["queue_id"], kept["size"], kept["store_ts"], HOUR_MS)
-    key_record, key_hash = columnar.keys_of(chunk.buf, kept)
-    key_group = group[key_record]
-    aggs = [QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k])) for k in range(len(group_th))]
+    (_, group_q, group_row, messages, sizes, first, last, hist, hour_g, hour_h, hour_n, key_off,
+     key_hash) = chunkstats.stats_of(chunk, good, HOUR_MS)
+    aggs = [QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k]),
+                     keys=[key_hash[key_off[k]:key_off[k + 1]]]) for k in range(len(group_q))]
     for k, e in zip(*np.nonzero(hist)):
         aggs[k].sizes[size_bucket(1 << int(e))] = int(hist[k, e])
     for k, hour, n in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist()):
         aggs[k].hours[hour] = n
     for k, agg in enumerate(aggs):
-        agg.keys.append(key_hash[key_group == k] if len(aggs) > 1 else key_hash)
-        queues.setdefault((part.broker, names[int(group_th[k])], int(group_q[k])), QueueAgg()).add(agg)
+        queues.setdefault((part.broker, chunk.topic(int(group_row[k])), int(group_q[k])), QueueAgg()).add(agg)
 
 
 def merge(partials) -> Partial:
@@ -229,18 +234,19 @@ def report(stats: Partial, timer: list | None = None) -> list[dict]:
     """The JSON lines of `stats --json`: a `queue` line per broker, topic and queue, a `topic` line
     per broker and topic, a `store` line per store, a `timer` line per store and real topic with
     pending timer messages, and a final `total`."""
-    total = QueueAgg()
-    for agg in stats.queues.values():
-        total.add(agg)
+    messages = sum(agg.messages for agg in stats.queues.values())
+    size = sum(agg.bytes for agg in stats.queues.values())
     lines = []
     topics: dict = {}
     for (broker, topic, queue_id), agg in sorted(stats.queues.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-        lines.append(_line("queue", agg, total.messages, total.bytes, broker=broker, topic=topic, queueId=queue_id))
+        lines.append(_line("queue", agg, messages, size, broker=broker, topic=topic, queueId=queue_id))
         topics.setdefault((broker, topic), QueueAgg()).add(agg)
+    total = QueueAgg()
     for (broker, topic), agg in topics.items():
-        line = _line("topic", agg, total.messages, total.bytes, broker=broker, topic=topic)
+        line = _line("topic", agg, messages, size, broker=broker, topic=topic)
         line["queues"] = sum(1 for b, t, _ in stats.queues if (b, t) == (broker, topic))
         lines.append(line)
+        total.add(agg)
     for broker, agg in sorted(stats.stores.items()):
         lines.append({"type": "store", "broker": broker, "store": agg.store, "files": agg.files,
                       "records": agg.records, "damagedRecords": agg.damaged_records, "problems": agg.problems,
