@@ -166,3 +166,23 @@ def files(root) -> dict:
     index = sorted(name for name in found if name.startswith("index/"))
     return {**{k: v for k, v in found.items() if not k.startswith("index/")},
             **{f"index #{rank}": found[name] for rank, name in enumerate(index)}}
+
+
+def test_lines_across_reads_and_a_line_too_long(tmp_path, run_cli, monkeypatch):
+    """Lines longer than a read (carried over from read to read) are read whole; a line longer
+    than MAX_LINE is refused with its number, after the batches before it were stored."""
+    from mqtool.commands import append
+
+    monkeypatch.setattr(append, "CHUNK", 64)
+    monkeypatch.setattr(append, "MAX_LINE", 1000)
+    good = [json.dumps({"topic": "T", "body": "x" * size}) for size in (10, 500, 900, 3)]
+    spec_file = tmp_path / "in.jsonl"
+    spec_file.write_text("\n".join(good) + "\n")
+    result = run_cli("append", tmp_path / "s", "--input", spec_file, "--json")
+    puts = result.json_lines()
+    assert result.code == 0 and [p["line"] for p in puts] == [1, 2, 3, 4]
+    assert [p["wroteBytes"] - puts[0]["wroteBytes"] for p in puts] == [0, 490, 890, -7]   # the bodies' sizes
+    spec_file.write_text("\n".join(good + ['{"topic":"T","body":"' + "y" * 2000]))   # no newline at the end
+    result = run_cli("append", tmp_path / "s2", "--input", spec_file, "--batch", "3")
+    assert result.code == 2 and "input line 5: longer than 1,000 bytes" in result.err
+    assert "input lines 1-3 were stored" in result.err

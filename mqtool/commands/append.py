@@ -73,30 +73,33 @@ MAX_BODY_FILE = 64 << 20
 CHUNK = 4 << 20      # bytes read at a time: a block of lines scanned together
 
 
+class _LineTooLong(Exception):
+    """The line after the blocks read so far is longer than MAX_LINE."""
+
+
 def _blocks(source):
-    """(number of the first line, uint8 array of whole lines) blocks of a binary source.  A line
-    longer than MAX_LINE is refused when it is reached (memory stays bounded on /dev/zero)."""
-    number, carry = 1, b""
+    """uint8 arrays of whole lines (the last one may lack its newline) of a binary source.
+    A line longer than MAX_LINE raises _LineTooLong, not read on (memory stays bounded on
+    /dev/zero); the caller, which counts the lines, says which."""
+    carry = b""
     read = getattr(source, "read1", source.read)
     while True:
         chunk = read(CHUNK)
         if not chunk:
             if carry:
                 if len(carry) > MAX_LINE:
-                    raise _too_long(number)
-                yield number, np.frombuffer(carry, dtype=np.uint8)
+                    raise _LineTooLong()
+                yield np.frombuffer(carry, dtype=np.uint8)
             return
         data = carry + chunk if carry else chunk
         cut = data.rfind(b"\n") + 1
         if not cut:
             if len(data) > MAX_LINE:
-                raise _too_long(number)
+                raise _LineTooLong()
             carry = data
             continue
         carry = data[cut:]
-        block = np.frombuffer(data, dtype=np.uint8)[:cut]
-        yield number, block
-        number += data.count(b"\n", 0, cut)
+        yield np.frombuffer(data, dtype=np.uint8)[:cut]
 
 
 def _too_long(number: int) -> UsageError:
@@ -256,6 +259,7 @@ class _Reader:
         self.blocks = _blocks(source)
         self.scanner = BlockScanner(batcher, MAX_LINE)
         self.block, self.pos, self.block_bytes = None, 0, 0   # the block being read, its next line
+        self.next_number = 1     # the number of the first line of the next block
         self.batcher, self.batch, self.report, self.dry_run = batcher, batch, report, dry_run
         self.segments: list = []
         self.pending = 0
@@ -278,12 +282,15 @@ class _Reader:
         while self.block is None or self.pos >= len(self.block):
             self.read_before += self.block_bytes
             self.block = None
-            item = next(self.blocks, None)
-            if item is None:
+            try:
+                data = next(self.blocks, None)
+            except _LineTooLong:
+                raise _too_long(self.next_number) from None
+            if data is None:
                 self.block_bytes = 0
                 return None
-            first, data = item
-            self.block, self.pos, self.block_bytes = self.scanner.scan(data, first), 0, len(data)
+            self.block, self.pos, self.block_bytes = self.scanner.scan(data, self.next_number), 0, len(data)
+            self.next_number += len(self.block)
         return self.block
 
     def _next(self):
