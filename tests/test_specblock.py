@@ -10,6 +10,7 @@ import random
 
 import numpy as np
 import pytest
+from test_fastappend import digest
 
 from mqtool.broker.spec import to_message
 from mqtool.broker.specbatch import SpecBatcher
@@ -19,8 +20,6 @@ from mqtool.engine.clock import ManualClock
 from mqtool.engine.store import MessageStore
 from mqtool.formats.javastr import index_key_hash, java_hash
 from mqtool.storage.config import StoreConfig
-
-from test_fastappend import digest
 
 
 def fast_specs(seed: int, count: int) -> list[dict]:
@@ -186,3 +185,20 @@ def test_lines_across_reads_and_a_line_too_long(tmp_path, run_cli, monkeypatch):
     result = run_cli("append", tmp_path / "s2", "--input", spec_file, "--batch", "3")
     assert result.code == 2 and "input line 5: longer than 1,000 bytes" in result.err
     assert "input lines 1-3 were stored" in result.err
+
+
+def test_every_special_byte_in_a_body_is_seen_wherever_it_lies():
+    """The scan tests eight bytes at a time: a special byte at any offset must still send the
+    line to the reference path, and a body without one must stay fast."""
+    lines, want = [], []
+    for length in range(0, 41):
+        for prefix in range(0, 9):   # the body's start at every offset from an 8-byte boundary
+            head = '{"topic":"T",' + " " * prefix + '"body":"'
+            lines.append(head + "a" * length + '"}')
+            want.append(FAST)
+            for at in range(length):
+                for special in ('\\"', "\\\\", "\x01", "\x7f", "\u00e9", "\x1f"):
+                    lines.append(head + "a" * at + special + "a" * (length - at - 1) + '"}')
+                    want.append(SLOW)
+    _, block = scan(lines)
+    assert block.status.tolist() == want

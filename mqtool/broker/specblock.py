@@ -94,7 +94,7 @@ class BlockScanner:
         text_off = np.zeros((n, 5), dtype=I64)
         text_len = np.empty((n, 5), dtype=I64)
         numbers = np.empty((n, 5), dtype=I64)
-        ss.scan_lines(data, starts, ends, *self.names, ss.LOW, ss.HIGH, status, present, text_off, text_len, numbers)
+        ss.scan_lines(data, ss.words(data), starts, ends, *self.names, ss.LOW, ss.HIGH, status, present, text_off, text_len, numbers)
         too_long = ends - starts + (ends < len(data)) > self.max_line
         if too_long.any():
             status[too_long] = TOO_LONG

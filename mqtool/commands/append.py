@@ -254,7 +254,7 @@ class _Reader:
     the rest as MessageInner objects; each line parsed once."""
 
     def __init__(self, source, batcher: SpecBatcher, batch: int, report, dry_run: bool):
-        from mqtool.broker.specblock import BlockScanner   # compiled code: loaded only for --input
+        from mqtool.broker.specblock import BlockScanner  # compiled code: loaded only for --input
 
         self.blocks = _blocks(source)
         self.scanner = BlockScanner(batcher, MAX_LINE)

@@ -45,13 +45,35 @@ def field_names() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.frombuffer(data, dtype=np.uint8), np.cumsum(lengths) - lengths, lengths
 
 
+def words(buf: np.ndarray) -> np.ndarray:
+    """buf's whole eight-byte words, as uint64 (the scan tests eight bytes at once)."""
+    return buf[:len(buf) // 8 * 8].view(np.uint64)
+
+
 @njit(cache=True, inline="always")
 def _space(b):
     return b == 32 or b == 9 or b == 13
 
 
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+
+
+@njit(cache=True, inline="always")
+def _special(x):
+    """Whether a word (eight bytes) holds a byte of _CLASS 1: a quote or backslash (a zero byte
+    once xored), a control character (below 0x20) or 127 and up (the top bit after adding 1)."""
+    quote = x ^ np.uint64(0x2222222222222222)
+    backslash = x ^ np.uint64(0x5C5C5C5C5C5C5C5C)
+    found = (quote - _ONES) & ~quote
+    found |= (backslash - _ONES) & ~backslash
+    found |= (x - np.uint64(0x2020202020202020)) & ~x
+    found |= (x + _ONES) | x
+    return (found & _HIGHS) != 0
+
+
 @njit(cache=True)
-def _scan_line(buf, p, end, names, name_off, name_len, low, high, i, present, text_off, text_len, numbers):
+def _scan_line(buf, words, p, end, names, name_off, name_len, low, high, i, present, text_off, text_len, numbers):
     """One line [p, end): FAST, SLOW or BLANK; a fast line's values into row i."""
     while p < end and _space(buf[p]):
         p += 1
@@ -101,14 +123,15 @@ def _scan_line(buf, p, end, names, name_off, name_len, low, high, i, present, te
                 return SLOW
             p += 1
             s = p
-            while p + 8 <= end:   # eight bytes at a time while none is special
-                u = np.uint64(p)
-                if (_CLASS[buf[u]] | _CLASS[buf[u + 1]] | _CLASS[buf[u + 2]] | _CLASS[buf[u + 3]]
-                        | _CLASS[buf[u + 4]] | _CLASS[buf[u + 5]] | _CLASS[buf[u + 6]] | _CLASS[buf[u + 7]]):
-                    break
-                p += 8
-            while p < end and _CLASS[buf[p]] == 0:
+            while p < end and p & 7 and _CLASS[buf[p]] == 0:
                 p += 1
+            if p < end and _CLASS[buf[p]] == 0:     # aligned: eight bytes at a time while none is special
+                w = p >> 3
+                while 8 * w + 8 <= end and not _special(words[w]):
+                    w += 1
+                p = 8 * w
+                while p < end and _CLASS[buf[p]] == 0:
+                    p += 1
             if p == end or buf[p] != 34:    # the end, an escape, a control or non-ASCII byte
                 return SLOW
             text_off[i, field] = s
@@ -156,15 +179,16 @@ def _scan_line(buf, p, end, names, name_off, name_len, low, high, i, present, te
 
 
 @njit(cache=True, nogil=True)
-def scan_lines(buf, starts, ends, names, name_off, name_len, low, high, status, present, text_off, text_len,
+def scan_lines(buf, words, starts, ends, names, name_off, name_len, low, high, status, present, text_off, text_len,
                numbers):
-    """Each line starts[i]..ends[i] of buf (no newline) into status[i] and its row."""
+    """Each line starts[i]..ends[i] of buf (no newline) into status[i] and its row.  words: buf's
+    whole eight-byte words as uint64 (words(buf))."""
     for i in range(starts.shape[0]):
         for f in range(5):
             text_len[i, f] = -1
             numbers[i, f] = 0
         present[i] = 0
-        status[i] = _scan_line(buf, starts[i], ends[i], names, name_off, name_len, low, high, i, present,
+        status[i] = _scan_line(buf, words, starts[i], ends[i], names, name_off, name_len, low, high, i, present,
                                text_off, text_len, numbers)
 
 
