@@ -202,3 +202,17 @@ def test_every_special_byte_in_a_body_is_seen_wherever_it_lies():
                     want.append(SLOW)
     _, block = scan(lines)
     assert block.status.tolist() == want
+
+
+@pytest.mark.parametrize("bad,message", [({"topic": "SCHEDULE_TOPIC_XXXX"}, "input line 41: sending to topic"),
+                                         ({"topic": "T", "bornHost": "nohost"}, "input line 41: ")])
+def test_a_bad_line_among_fast_ones(bad, message, tmp_path, run_cli):
+    """A line the scan leaves to the reference path because of its topic or host sits in the
+    same block as fast lines (and in its tables); the fast lines before it are stored."""
+    lines = [json.dumps({"topic": "T", "bornHost": "10.0.0.1:5", "body": str(i)}) for i in range(60)]
+    lines[40] = json.dumps(bad)
+    spec_file = tmp_path / "in.jsonl"
+    spec_file.write_text("\n".join(lines) + "\n")
+    result = run_cli("append", tmp_path / "s", "--input", spec_file, "--batch", "20")
+    assert result.code == 2 and message in result.err, result.err
+    assert "input lines 1-40 were stored (40 puts)" in result.err

@@ -61,7 +61,7 @@ class BlockScanner:
     def __init__(self, batcher: SpecBatcher, max_line: int):
         self.batcher, self.max_line = batcher, max_line
         self.names = ss.field_names()
-        self._topics: dict[bytes, str | None] = {}     # topic bytes -> the topic, None when refused
+        self._topics: dict[str, bool] = {}             # topic -> may a producer send to it
         self._hosts: dict[bytes, int | None] = {}      # born host bytes -> its sysFlag bits, None: not a host
         # the stored properties of each shape (1: with tags, + 2: with keys) as template pieces
         pieces, starts, literals = [], [0], bytearray()
@@ -100,9 +100,9 @@ class BlockScanner:
             status[too_long] = TOO_LONG
         topic_id = np.empty(n, dtype=I64)
         firsts = ss.intern(data, text_off[:, ss.TOPIC], text_len[:, ss.TOPIC], status, topic_id)
-        topic_names = [self._topic(bytes(data[text_off[i, 0]:text_off[i, 0] + text_len[i, 0]])) for i in firsts]
+        topic_names = [bytes(data[text_off[i, 0]:text_off[i, 0] + text_len[i, 0]]).decode("ascii") for i in firsts]
         for t, name in enumerate(topic_names):
-            if name is None:
+            if not self._allowed(name):
                 status[topic_id == t] = SLOW
         host_id = np.empty(n, dtype=I64)
         firsts = ss.intern(data, text_off[:, ss.HOST], text_len[:, ss.HOST], status, host_id)
@@ -110,22 +110,21 @@ class BlockScanner:
         texts.append(DEFAULT_BORN_HOST.encode())       # the host of a line without one
         flags = [self._host(text) for text in texts]
         for h, flag in enumerate(flags):
-            if flag is None:
+            if flag is None:      # not a host: its lines are not fast, and it stands in the table as the default
                 status[host_id == h] = SLOW
+                texts[h], flags[h] = texts[-1], 0
         host_id[host_id < 0] = len(texts) - 1
-        hosts = [(text.decode("ascii"), bool((flag or 0) & sysflag.BORNHOST_V6)) for text, flag in zip(texts, flags)]
-        host_flags = np.array([flag or 0 for flag in flags], dtype=I64)
+        hosts = [(text.decode("ascii"), bool(flag & sysflag.BORNHOST_V6)) for text, flag in zip(texts, flags)]
+        host_flags = np.array(flags, dtype=I64)
         return Block(data, first, status, starts, ends, present, text_off, text_len, numbers, topic_id, topic_names,
                      host_id, hosts, host_flags)
 
-    def _topic(self, raw: bytes) -> str | None:
-        topic = self._topics.get(raw, False)
-        if topic is False:
-            topic = raw.decode("ascii")
-            if send_forbidden(topic) and not self.batcher.allow_system_topics:
-                topic = None
-            self._topics[raw] = topic
-        return topic
+    def _allowed(self, topic: str) -> bool:
+        """May a producer send to the topic?"""
+        allowed = self._topics.get(topic)
+        if allowed is None:
+            allowed = self._topics[topic] = self.batcher.allow_system_topics or not send_forbidden(topic)
+        return allowed
 
     def _host(self, raw: bytes) -> int | None:
         flag = self._hosts.get(raw, False)
