@@ -29,7 +29,7 @@ PAGE_SIZE = mmap.PAGESIZE
 OS_PAGE_SIZE = 4096  # MappedFile.OS_PAGE_SIZE: the unit of flush/commit least pages
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 POPULATE_STEP = 32 * 1024 * 1024
-DONTNEED_STEP = 64 * 1024 * 1024
+DONTNEED_STEP = 16 * 1024 * 1024
 
 
 class ReferenceResource:
@@ -190,7 +190,7 @@ class MappedFile(ReferenceResource):
             self._dropped_until = end
 
     def drop_written_pages(self) -> None:
-        """Unmap from this process the pages appended so far (64 MiB at a time), so that a long
+        """Unmap from this process the pages appended so far (16 MiB at a time), so that a long
         append keeps a flat resident set.  Safe for a writable shared mapping: a dirty page
         stays dirty in the page cache and is written back as before; only this process's page
         table entries go (a later read faults the page back in)."""
