@@ -29,7 +29,8 @@ PAGE_SIZE = mmap.PAGESIZE
 OS_PAGE_SIZE = 4096  # MappedFile.OS_PAGE_SIZE: the unit of flush/commit least pages
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 POPULATE_STEP = 32 * 1024 * 1024
-DONTNEED_STEP = 16 * 1024 * 1024
+DONTNEED_STEP = 64 * 1024 * 1024
+WRITTEN_STEP = 16 * 1024 * 1024      # drop_written_pages: a long append's resident set stays small
 
 
 class ReferenceResource:
@@ -189,15 +190,15 @@ class MappedFile(ReferenceResource):
                 self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
 
-    def drop_written_pages(self) -> None:
-        """Unmap from this process the pages appended so far (16 MiB at a time), so that a long
-        append keeps a flat resident set.  Safe for a writable shared mapping: a dirty page
+    def drop_written_pages(self, step: int = WRITTEN_STEP) -> None:
+        """Unmap from this process the pages appended so far (`step` bytes at a time), so that a
+        long append keeps a flat resident set.  Safe for a writable shared mapping: a dirty page
         stays dirty in the page cache and is written back as before; only this process's page
         table entries go (a later read faults the page back in)."""
         if not self.writable or not isinstance(self.buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
             return
         end = (self.wrote_position // PAGE_SIZE) * PAGE_SIZE
-        if end - self._dropped_until >= DONTNEED_STEP or (end > self._dropped_until and end >= self.file_size):
+        if end - self._dropped_until >= step or (end > self._dropped_until and end >= self.file_size):
             self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
 
