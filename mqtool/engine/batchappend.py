@@ -295,25 +295,37 @@ def _write(writer, cols: dict, topic_names: list, topic_id, queue_ids, host_keys
 
     queue = writer.queue
     first = 0
-    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
     while first < n:
+        left = int(ends[-1] - (ends[first - 1] if first else 0))    # the bytes of the records still to write
         mf = queue.get_last_mapped_file(0)
-        queue.make_room(mf, total)
+        queue.make_room(mf, left)
         target = mf.write_buffer if mf.write_buffer is not None else mf.buf
-        out = np.frombuffer(target, dtype=np.uint8)
-        nxt, pos = write_records(out, mf.wrote_position, mf.file_size, mf.file_from_offset, first, n,
+        # Without a write buffer the records are written into a buffer and pwritten: through the
+        # mapping, every page of a fresh sparse file is a page fault that reads ahead (zeroes)
+        # pages around it, the most of a record's cost
+        direct = mf.write_buffer is None and mf.can_pwrite()
+        origin = mf.wrote_position if direct else 0
+        out = np.empty(min(left, mf.file_size - origin), dtype=np.uint8) if direct else np.frombuffer(
+            target, dtype=np.uint8)
+        nxt, pos = write_records(out, origin, mf.wrote_position, mf.file_size, mf.file_from_offset, first, n,
                                  lengths, magic, cols["body_buf"], cols["body_off"], cols["body_len"],
                                  cols["props_buf"], cols["props_off"], cols["props_len"], topic_buf, topic_off,
                                  topic_len, topic_id, host_buf, host_off, host_len, host_port, born, store,
                                  cols["queue_id"], cols["flag"], flags, cols["born_ts"], store_ts,
                                  cols["reconsume"], cols["prepared"], slot, counters, counts, wrote, queue_offsets)
+        if direct:
+            mf.pwrite(out[:pos - origin], origin)
         del out
         if nxt > first:
             mf.store_timestamp = int(store_ts[nxt - 1])
         mf.wrote_position = pos
         if nxt < n:   # the next record does not fit: close the file with a BLANK record
-            left = mf.file_size - pos
-            target[pos:pos + 8] = left.to_bytes(4, "big", signed=True) + BLANK_MAGIC.to_bytes(4, "big")
+            blank = (mf.file_size - pos).to_bytes(4, "big", signed=True) + BLANK_MAGIC.to_bytes(4, "big")
+            if direct:
+                mf.pwrite(blank, pos)
+            else:
+                target[pos:pos + 8] = blank
             mf.wrote_position = mf.file_size
         if mf.write_buffer is None:
             mf.drop_written_pages()   # written through the mapping: keep the resident set flat

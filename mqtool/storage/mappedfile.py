@@ -236,10 +236,7 @@ class MappedFile(ReferenceResource):
         if self.write_buffer is not None:
             self.write_buffer[pos:end] = data
         elif self.append_with_pwrite:
-            try:
-                _pwrite_all(self._fd, data, pos)
-            except OSError as exc:   # a full disk: say where (the bytes past pos are not the store's)
-                raise OSError(exc.errno, f"{exc.strerror} (appending at byte {pos})", str(self.path)) from None
+            self.pwrite(data, pos)
         else:
             self.buf[pos:end] = data
         self.wrote_position = end
@@ -265,6 +262,18 @@ class MappedFile(ReferenceResource):
                 finally:
                     self.release()
         return self.committed_position
+
+    def can_pwrite(self) -> bool:
+        """Whether pwrite() works: the file is open for writing (not only mapped)."""
+        return self.writable and self._fd >= 0
+
+    def pwrite(self, data, position: int) -> None:
+        """Write data at position with pwrite (the same page cache as the mapping's); the
+        caller moves wrote_position."""
+        try:
+            _pwrite_all(self._fd, data, position)
+        except OSError as exc:   # a full disk: say where (the bytes past position are not the store's)
+            raise OSError(exc.errno, f"{exc.strerror} (appending at byte {position})", str(self.path)) from None
 
     def flush(self, least_pages: int) -> int:
         """Make readable bytes durable once at least least_pages pages are waiting (0: any)."""
