@@ -35,18 +35,23 @@ class Block:
         self.topic_id, self.topic_names, self.host_id, self.hosts = topic_id, topic_names, host_id, hosts
         self.host_flags = host_flags
         self.slow = np.flatnonzero(status != FAST)
+        self._status = status.tolist()      # the per-line path asks line by line: Python values
+        self._bounds = self._text = None
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def fast(self, i: int) -> bool:
-        return self.status[i] == FAST
+        return self._status[i] == FAST
 
     def too_long(self, i: int) -> bool:
-        return self.status[i] == TOO_LONG
+        return self._status[i] == TOO_LONG
 
     def line(self, i: int) -> bytes:
-        return bytes(self.data[self.starts[i]:self.ends[i]])
+        if self._text is None:      # the first line asked for: the block as bytes, once
+            self._text, self._bounds = self.data.tobytes(), list(zip(self.starts.tolist(), self.ends.tolist()))
+        start, end = self._bounds[i]
+        return self._text[start:end]
 
     def run_end(self, i: int, limit: int) -> int:
         """The end of the run of fast lines from line i, at most limit."""
