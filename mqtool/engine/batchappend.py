@@ -143,6 +143,7 @@ class ColumnBatch:
     tags_code: np.ndarray
     key_hash: np.ndarray
     key_owner: np.ndarray
+
     def __len__(self) -> int:
         return len(self.topic_id)
 
@@ -182,8 +183,8 @@ def append_columns(writer, batch: ColumnBatch):
                 props_off=batch.props_off, props_len=batch.props_len, queue_id=batch.queue_ids, flag=batch.flags,
                 sys_flag=batch.sys_flags.copy(), born_ts=batch.born_ts, store_ts=store_ts, reconsume=batch.reconsume,
                 prepared=np.zeros(n, dtype=I64))
-    results, columns = _write(writer, cols, batch.topic_names, batch.topic_id, batch.queue_ids, host_keys,
-                              batch.born_id, np.full(n, default, dtype=I64))
+    results, columns = _write(writer, cols, batch.topic_names, batch.topic_id, host_keys, batch.born_id,
+                              np.full(n, default, dtype=I64))
     columns["batch"] = batch
     return results, columns
 
@@ -238,8 +239,8 @@ def append_batch(writer, batch: PlainBatch):
         props_len=props_len, queue_id=np.fromiter(batch.queue_ids, dtype=I64, count=n), flag=_column(batch.flags, n),
         sys_flag=flags, born_ts=np.fromiter(batch.born_ts, dtype=I64, count=n), store_ts=store_ts,
         reconsume=_column(batch.reconsume, n), prepared=_column(batch.prepared, n))
-    results, columns = _write(writer, cols, list(topic_ids), np.array(topic_of, dtype=I64), batch.queue_ids,
-                              list(host_ids), np.array(born_ids, dtype=I64), np.array(store_ids, dtype=I64))
+    results, columns = _write(writer, cols, list(topic_ids), np.array(topic_of, dtype=I64), list(host_ids),
+                              np.array(born_ids, dtype=I64), np.array(store_ids, dtype=I64))
     columns["batch"] = batch
     return results, columns
 
@@ -252,7 +253,7 @@ def _topics_plain(writer, topic_names) -> bool:
     return all(topics.topic_problem(t, longest) is None for t in topic_names)
 
 
-def _write(writer, cols: dict, topic_names: list, topic_id, queue_ids, host_keys: list, born, store):
+def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, born, store):
     """Write the records of a batch's columns (cols: write_records' message columns) and
     update the queue offset counters.  topic_names/host_keys: the distinct topics and
     (host, IPv6 flag) pairs, which topic_id, born and store number.  Returns (results, columns)."""
@@ -279,8 +280,7 @@ def _write(writer, cols: dict, topic_names: list, topic_id, queue_ids, host_keys
     v2 = np.array([writer.five and writer.config.autoMessageVersionOnTopicLen and len(t) > 127
                    for t in topic_names], dtype=bool)
     magic = np.where(v2[topic_id], MAGIC_V2, MAGIC_V1).astype(I64)
-    slot_ids, slot_of = _table(zip(topic_id.tolist(), queue_ids.tolist() if isinstance(queue_ids, np.ndarray)
-                                   else queue_ids))
+    slot_ids, slot_of = _table(zip(topic_id.tolist(), cols["queue_id"].tolist()))
     table = writer.topic_queue_table
     slot_ids = [(topic_names[t], q) for t, q in slot_ids]
     counters = np.array([table.get(k, 0) for k in slot_ids], dtype=I64)
