@@ -62,7 +62,9 @@ _HIGHS = np.uint64(0x8080808080808080)
 @njit(cache=True, inline="always")
 def _special(x):
     """Whether a word (eight bytes) holds a byte of _CLASS 1: a quote or backslash (a zero byte
-    once xored), a control character (below 0x20) or 127 and up (the top bit after adding 1)."""
+    once xored), a control character (below 0x20) or 127 and up (the top bit after adding 1).
+    A borrow or carry can say yes for a plain word too (the byte loop then decides), never no
+    for a word holding one."""
     quote = x ^ np.uint64(0x2222222222222222)
     backslash = x ^ np.uint64(0x5C5C5C5C5C5C5C5C)
     found = (quote - _ONES) & ~quote
