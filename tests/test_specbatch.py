@@ -157,10 +157,11 @@ def test_json_lines_of_a_compiled_batch_are_the_put_results(tmp_path):
     with MessageStore(config, clock=ManualClock(1795305900000)) as store:
         results = store.put_batch(batch)
         assert isinstance(results, append_command.BatchResults)   # the compiled path took it
-        lines = append_command._json_lines(numbers, results).splitlines()
+        lines = bytes(append_command._json_lines(numbers, results)).decode().splitlines()
         assert len(lines) == len(results) == 300
         for number, line, i in zip(numbers, lines, range(len(results))):
-            assert json.loads(line) == {"type": "put", "line": number, **results[i].to_json()}
+            assert line == json.dumps({"type": "put", "line": number, **results[i].to_json()}, ensure_ascii=False,
+                                      separators=(",", ":"))
 
 
 def test_many_puts_are_summed_up_not_listed(tmp_path, run_cli):

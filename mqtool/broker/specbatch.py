@@ -90,14 +90,21 @@ class _Plan:
         stored = [pair.split(NAME_VALUE_SEPARATOR, 1)[0] for pair in text.split(PROPERTY_SEPARATOR) if pair]
         slot = {TAGS: 0, KEYS: 1, **{name: 2 + i for i, name in enumerate(names)}}   # later puts win
         parts, sources = [], []
+        self.template = []    # the stored text as pieces: literal text, or the slot of a value
         for name in stored:
+            if parts:
+                self.template.append(PROPERTY_SEPARATOR)
             if name == CLUSTER and cluster is not None:   # put last: the broker's value wins
                 parts.append(_escaped(name + NAME_VALUE_SEPARATOR + cluster))
+                self.template.append(name + NAME_VALUE_SEPARATOR + cluster)
             else:
                 parts.append(_escaped(name + NAME_VALUE_SEPARATOR) + "%s")
                 sources.append(slot[name])
-        self.format = PROPERTY_SEPARATOR.join(parts) + (PROPERTY_SEPARATOR if text.endswith(PROPERTY_SEPARATOR)
-                                                        else "")
+                self.template += [name + NAME_VALUE_SEPARATOR, slot[name]]
+        trailing = PROPERTY_SEPARATOR if text.endswith(PROPERTY_SEPARATOR) else ""
+        self.format = PROPERTY_SEPARATOR.join(parts) + trailing
+        if trailing:
+            self.template.append(trailing)
         self.values = _picker(sources)                 # the format's values, from a line's values
         self.props = _picker(names) if names else None  # the property values, from the properties
         self.dispatch = _picker([slot[TAGS], slot[KEYS], slot.get(UNIQ_KEY, len(names) + 2)])

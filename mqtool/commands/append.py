@@ -16,6 +16,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import click
+import numpy as np
 
 from mqtool.broker.specbatch import SpecBatcher, parse_line
 from mqtool.cli import options, output
@@ -69,19 +70,43 @@ MAX_LINE = 32 << 20
 MAX_BODY_FILE = 64 << 20
 
 
-def _lines(source):
-    """The lines of a binary source, none longer than MAX_LINE."""
-    number = 0
+CHUNK = 4 << 20      # bytes read at a time: a block of lines scanned together
+
+
+class _LineTooLong(Exception):
+    """The line after the blocks read so far is longer than MAX_LINE."""
+
+
+def _blocks(source):
+    """uint8 arrays of whole lines (the last one may lack its newline) of a binary source.
+    A line longer than MAX_LINE raises _LineTooLong, not read on (memory stays bounded on
+    /dev/zero); the caller, which counts the lines, says which."""
+    carry = b""
+    read = getattr(source, "read1", source.read)
     while True:
-        raw = source.readline(MAX_LINE + 1)
-        if not raw:
+        chunk = read(CHUNK)
+        if not chunk:
+            if carry:
+                if len(carry) > MAX_LINE:
+                    raise _LineTooLong()
+                yield np.frombuffer(carry, dtype=np.uint8)
             return
-        number += 1
-        if len(raw) > MAX_LINE:
-            raise UsageError(f"input line {number}: longer than {MAX_LINE:,} bytes (one message a line)")
-        yield number, raw
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        if not cut:
+            if len(data) > MAX_LINE:
+                raise _LineTooLong()
+            carry = data
+            continue
+        carry = data[cut:]
+        yield np.frombuffer(data, dtype=np.uint8)[:cut]
 
 
+def _too_long(number: int) -> UsageError:
+    return UsageError(f"input line {number}: longer than {MAX_LINE:,} bytes (one message a line)")
+
+
+MIN_RUN = 16          # fast lines fewer than this between other lines go the per-line way
 SCREENFUL = 20      # more puts than this are summed up, not listed one by one
 LISTED_FAILURES = 100
 
@@ -224,28 +249,62 @@ def _open_store(config) -> MessageStore:
 
 
 class _Reader:
-    """Reads, parses (once) and checks input lines into segments to store in order: runs of
-    plain lines as one PlainBatch, runs of other lines as MessageInner objects."""
+    """Reads and checks input lines into segments to store in order: runs of fast lines
+    (specblock) as one ColumnBatch, runs of other plain lines as one PlainBatch, runs of
+    the rest as MessageInner objects; each line parsed once."""
 
     def __init__(self, source, batcher: SpecBatcher, batch: int, report, dry_run: bool):
-        self.lines_of = _lines(source)
+        from mqtool.broker.specblock import BlockScanner  # compiled code: loaded only for --input
+
+        self.blocks = _blocks(source)
+        self.scanner = BlockScanner(batcher, MAX_LINE)
+        self.block, self.pos, self.block_bytes = None, 0, 0   # the block being read, its next line
+        self.next_number = 1     # the number of the first line of the next block
         self.batcher, self.batch, self.report, self.dry_run = batcher, batch, report, dry_run
         self.segments: list = []
         self.pending = 0
         self.lines = 0           # non-blank lines read
-        self.bytes_read = 0
+        self.read_before = 0     # bytes of the blocks before this one
         self.done = False
         self.prepared: dict[int, int] = {}   # half/prepared lines stored: their commitlog offsets
         self.named: set[int] = set()          # half/prepared lines read, stored or not
         self._held = None
         self.settle = lambda: None   # waits until the lines read so far are stored
 
+    @property
+    def bytes_read(self) -> int:
+        block = self.block
+        return self.read_before + (int(block.starts[self.pos]) if block is not None and self.pos < len(block) else
+                                   self.block_bytes)
+
+    def _current(self):
+        """The block with lines left to read, or None at the end of the input."""
+        while self.block is None or self.pos >= len(self.block):
+            self.read_before += self.block_bytes
+            self.block = None
+            try:
+                data = next(self.blocks, None)
+            except _LineTooLong:
+                raise _too_long(self.next_number) from None
+            if data is None:
+                self.block_bytes = 0
+                return None
+            self.block, self.pos, self.block_bytes = self.scanner.scan(data, self.next_number), 0, len(data)
+            self.next_number += len(self.block)
+        return self.block
+
     def _next(self):
+        """The next line the reference way: (number, raw, spec, plain), or None at the end."""
         if self._held is not None:
             item, self._held = self._held, None
             return item
-        for number, raw in self.lines_of:
-            self.bytes_read += len(raw)
+        while (block := self._current()) is not None:
+            i = self.pos
+            self.pos += 1
+            number = block.first + i
+            if block.too_long(i):
+                raise _too_long(number)
+            raw = block.line(i)
             spec, plain = parse_line(raw, number)
             if spec is None and not plain:
                 continue   # a blank line
@@ -254,11 +313,31 @@ class _Reader:
         self.done = True
         return None
 
+    def _fast_run(self) -> bool:
+        """Take the run of fast lines at the reading position, if it is long enough to pay."""
+        if self._held is not None or (block := self._current()) is None:
+            return False
+        i = self.pos
+        if not block.fast(i):
+            return False
+        j = block.run_end(i, i + self.batch - self.pending)
+        if j - i < MIN_RUN and j < len(block) and j - i < self.batch - self.pending:
+            return False    # a few lines between others: the per-line path costs less
+        if len(self.batcher):
+            self.segments.append(("batch", *self.batcher.take(), None))
+        if not self.dry_run:
+            numbers = np.arange(block.first + i, block.first + j, dtype=np.int64)
+            self.segments.append(("batch", numbers, self.scanner.batch(block, i, j), None))
+        self.pos, self.lines, self.pending = j, self.lines + j - i, self.pending + j - i
+        return True
+
     def fill(self) -> None:
         """Read until `batch` lines wait, the input ends, or a line names an earlier half or
         prepared line while lines wait (they are stored first: it may name one of them)."""
         batcher = self.batcher
         while self.pending < self.batch:
+            if self._fast_run():
+                continue
             item = self._next()
             if item is None:
                 return
@@ -328,19 +407,21 @@ class _Report:
         if not len(results):
             return
         if self.first_line is None:
-            self.first_line = numbers[0]
-        self.last_line = numbers[-1]
+            self.first_line = int(numbers[0])
+        self.last_line = int(numbers[-1])
         if isinstance(results, BatchResults):   # every put PUT_OK
             self.statuses[PUT_OK] += len(results)
             if self.first_offset is None:
-                self.first_offset = results.wrote[0]
-            self.last_offset = results.wrote[-1]
+                self.first_offset = int(results.wrote[0])
+            self.last_offset = int(results.wrote[-1])
             if self.as_json:
-                sys.stdout.write(_json_lines(numbers, results))
+                output.emit_json_lines(_json_lines(numbers, results))
             elif self.count <= SCREENFUL:
                 self.rows.extend(zip(numbers[:SCREENFUL + 1], results[:SCREENFUL + 1]))
             self.count += len(results)
             return
+        if isinstance(numbers, np.ndarray):
+            numbers = numbers.tolist()
         for number, result in zip(numbers, results):
             self.statuses[result.status] += 1
             if result.ok:
@@ -400,17 +481,33 @@ def _table(rows, title=None) -> None:
     table.flush()
 
 
-def _json_lines(numbers: list, results: BatchResults) -> str:
-    """The --json lines of a compiled batch, as PutResult.to_json gives them, made without
-    the objects (at hundreds of thousands of puts a second they would cost more than the puts)."""
-    prefixes = [encode_offset_msgid(address, port, 0)[:-16] for address, port, _ in results.hosts]
-    topics = {t: json.dumps(t, ensure_ascii=False) for t in set(results.topics)}
-    return "".join(
-        f'{{"type":"put","line":{n},"status":"PUT_OK","msgId":"{prefixes[h]}{w:016X}","wroteOffset":{w},'
-        f'"wroteBytes":{length},"queueOffset":{q},"storeTimestamp":{ts},"topic":{topics[t]},"queueId":{qid}}}\n'
-        for n, h, w, length, q, ts, t, qid in zip(numbers, results.store_ids, results.wrote, results.lengths,
-                                                  results.queue_offsets, results.store_ts, results.topics,
-                                                  results.queue_ids))
+def _json_lines(numbers, results: BatchResults) -> np.ndarray:
+    """The --json lines of a compiled batch, as PutResult.to_json gives them, rendered by
+    compiled code (at hundreds of thousands of puts a second, objects per put would cost
+    more than the puts)."""
+    from mqtool.native import putlines
+
+    prefixes = [encode_offset_msgid(address, port, 0)[:-16].encode("ascii") for address, port, _ in results.hosts]
+    topics = [json.dumps(t, ensure_ascii=False).encode("utf-8") for t in results.topic_names]
+    prefix_buf, prefix_off = _joined(prefixes)
+    topic_buf, topic_off = _joined(topics)
+    parts, part_off = putlines.parts()
+    n = len(results)
+    room = n * (int(part_off[-1]) + max(map(len, prefixes)) + 16 + 6 * 20 + max(map(len, topics)))
+    out = np.empty(room, dtype=np.uint8)
+    size = putlines.render_puts(np.asarray(numbers, dtype=np.int64), np.asarray(results.store_id, dtype=np.int64),
+                                prefix_buf, prefix_off, results.wrote, results.lengths, results.queue_offsets,
+                                results.store_ts, results.topic_id, topic_buf, topic_off,
+                                np.asarray(results.queue_ids, dtype=np.int64), parts, part_off, out)
+    return out[:size]
+
+
+def _joined(items: list) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings one after the other, and where each starts (n + 1 offsets)."""
+    lengths = np.array([len(b) for b in items], dtype=np.int64)
+    return (np.frombuffer(b"".join(items) or b"\0", dtype=np.uint8),
+            np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
+
 
 def _referable(spec) -> bool:
     """Only a half or prepared transaction message is named by a later line's

@@ -111,6 +111,84 @@ class PlainBatch:
         return out
 
 
+@dataclass
+class ColumnBatch:
+    """A batch of plain messages whose every column is already a numpy array (`mqtool append`'s
+    fast lines, mqtool/broker/specblock.py): no Python object per message at all.
+
+    The texts are slices of the input block (body_buf) or of one properties buffer;
+    topic_id and born_id number topic_names and born_hosts (each (text, IPv6 flag));
+    own_store_ts says where store_ts is given (elsewhere the store's clock gives it).
+    tags_code is the consume queue's, key_hash/key_owner the index keys (topic#key)
+    and the message each belongs to.
+    Its messages carry no transaction, delay, store host or prepared offset."""
+
+    topic_names: list
+    topic_id: np.ndarray
+    queue_ids: np.ndarray
+    body_buf: np.ndarray
+    body_off: np.ndarray
+    body_len: np.ndarray
+    props_buf: np.ndarray
+    props_off: np.ndarray
+    props_len: np.ndarray
+    born_hosts: list
+    born_id: np.ndarray
+    sys_flags: np.ndarray
+    born_ts: np.ndarray
+    flags: np.ndarray
+    store_ts: np.ndarray
+    own_store_ts: np.ndarray
+    reconsume: np.ndarray
+    tags_code: np.ndarray
+    key_hash: np.ndarray
+    key_owner: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.topic_id)
+
+    def to_messages(self) -> list:
+        """MessageInner objects for the reference path (the store turned the batch down)."""
+        from mqtool.engine.message import MessageInner
+        from mqtool.formats.properties import KEYS, TAGS, decode_properties
+
+        out = []
+        for i in range(len(self)):
+            b, p = int(self.body_off[i]), int(self.props_off[i])
+            text = bytes(self.props_buf[p:p + int(self.props_len[i])]).decode("utf-8")
+            props = {k: v for k, v in decode_properties(text).items() if k in (TAGS, KEYS)}
+            ts = int(self.store_ts[i]) if self.own_store_ts[i] else None
+            out.append(MessageInner(
+                topic=self.topic_names[self.topic_id[i]], queue_id=int(self.queue_ids[i]),
+                body=bytes(self.body_buf[b:b + int(self.body_len[i])]), properties=props,
+                properties_string=text, flag=int(self.flags[i]), sys_flag=int(self.sys_flags[i]),
+                born_timestamp=int(self.born_ts[i]), born_host=self.born_hosts[self.born_id[i]][0],
+                reconsume_times=int(self.reconsume[i]), store_timestamp=ts))
+        return out
+
+
+def append_columns(writer, batch: ColumnBatch):
+    """append_batch for a ColumnBatch: None when the store would not take every message
+    as it is (a topic it refuses, properties or a body too long), else (results, columns)."""
+    n = len(batch)
+    used = np.unique(batch.topic_id).tolist()
+    if (not n or not _topics_plain(writer, [batch.topic_names[t] for t in used])
+            or batch.props_len.max() > 8000 or batch.body_len.max() > writer.max_body):
+        return None
+    store_ts = np.where(batch.own_store_ts, batch.store_ts, writer.clock.now_ms())
+    host_keys = list(batch.born_hosts)
+    default = len(host_keys)
+    host_keys.append((writer.store_host, False))
+    cols = dict(body_buf=batch.body_buf, body_off=batch.body_off, body_len=batch.body_len, props_buf=batch.props_buf,
+                props_off=batch.props_off, props_len=batch.props_len, queue_id=batch.queue_ids, flag=batch.flags,
+                sys_flag=batch.sys_flags.copy(), born_ts=batch.born_ts, store_ts=store_ts, reconsume=batch.reconsume,
+                prepared=np.zeros(n, dtype=I64))
+    results, columns = _write(writer, cols, batch.topic_names, batch.topic_id, host_keys, batch.born_id,
+                              np.full(n, default, dtype=I64))
+    columns["batch"] = batch
+    return results, columns
+
+
 def _column(values, n: int, default=0) -> np.ndarray:
     if values is None:
         return np.full(n, default, dtype=I64)
@@ -126,25 +204,15 @@ def append_batch(writer, batch: PlainBatch):
     columns); columns feed dispatch_columns().  The caller holds writer.lock.
     """
     from mqtool.formats import sysflag
-    from mqtool.formats.commitlog import BLANK_MAGIC, MAGIC_V1, MAGIC_V2
-    from mqtool.formats.hosts import java_host
-    from mqtool.native.appendkernels import write_records  # loads numba: only when a batch is appended
-    from mqtool.storage import topics
 
     n = len(batch)
     if not n or batch.delayed:
         return None
-    longest_topic = topics.LONGEST_DIRECTORY_NAME if writer.five else topics.TOPIC_MAX_LENGTH
     topic_ids, topic_of = _table(batch.topics)
-    if any(topics.topic_problem(t, longest_topic) is not None for t in topic_ids):
-        return None
     texts = batch.properties
-    if None in texts or max(map(len, texts)) > 8000:
+    if (not _topics_plain(writer, topic_ids) or None in texts or max(map(len, texts)) > 8000
+            or batch.body_len.max() > writer.max_body):
         return None
-    body_len = batch.body_len
-    if body_len.max() > writer.max_body:
-        return None
-    now = writer.clock.now_ms()
     flags = np.fromiter(batch.sys_flags, dtype=I64, count=n)
     # hosts: a small table of the distinct ones (text, and whether the sysFlag already says IPv6)
     v6_bits = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
@@ -159,81 +227,115 @@ def append_batch(writer, batch: PlainBatch):
         store_keys = [(h or default_host, False) for h in store_hosts]
     host_ids, born_ids = _table(born_keys)
     store_ids = [host_ids.setdefault(k, len(host_ids)) for k in store_keys]
-    hosts = [java_host(text, v6) for text, v6 in host_ids]
+    props_buf, props_len = _utf8_column(texts)
+    now = writer.clock.now_ms()
+    if batch.store_ts is None:
+        store_ts = np.full(n, now, dtype=I64)
+    else:
+        store_ts = np.fromiter((now if t is None else t for t in batch.store_ts), dtype=I64, count=n)
+    cols = dict(
+        body_buf=np.frombuffer(batch.body_buf or b"\0", dtype=np.uint8), body_off=np.cumsum(batch.body_len)
+        - batch.body_len, body_len=batch.body_len, props_buf=props_buf, props_off=np.cumsum(props_len) - props_len,
+        props_len=props_len, queue_id=np.fromiter(batch.queue_ids, dtype=I64, count=n), flag=_column(batch.flags, n),
+        sys_flag=flags, born_ts=np.fromiter(batch.born_ts, dtype=I64, count=n), store_ts=store_ts,
+        reconsume=_column(batch.reconsume, n), prepared=_column(batch.prepared, n))
+    results, columns = _write(writer, cols, list(topic_ids), np.array(topic_of, dtype=I64), list(host_ids),
+                              np.array(born_ids, dtype=I64), np.array(store_ids, dtype=I64))
+    columns["batch"] = batch
+    return results, columns
+
+
+def _topics_plain(writer, topic_names) -> bool:
+    """Is every topic one the store takes without a word (a valid name, not too long)?"""
+    from mqtool.storage import topics
+
+    longest = topics.LONGEST_DIRECTORY_NAME if writer.five else topics.TOPIC_MAX_LENGTH
+    return all(topics.topic_problem(t, longest) is None for t in topic_names)
+
+
+def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, born, store):
+    """Write the records of a batch's columns (cols: write_records' message columns) and
+    update the queue offset counters.  topic_names/host_keys: the distinct topics and
+    (host, IPv6 flag) pairs, which topic_id, born and store number.  Returns (results, columns)."""
+    from mqtool.formats import sysflag
+    from mqtool.formats.commitlog import BLANK_MAGIC, MAGIC_V1, MAGIC_V2
+    from mqtool.formats.hosts import java_host
+    from mqtool.native.appendkernels import write_records  # loads numba: only when a batch is appended
+
+    n = len(topic_id)
+    hosts = [java_host(text, v6) for text, v6 in host_keys]
     host_buf = np.frombuffer(b"".join(h[0] for h in hosts), dtype=np.uint8)
     host_len = np.array([len(h[0]) for h in hosts], dtype=I64)
     host_off = np.cumsum(host_len) - host_len
     host_port = np.array([h[1] for h in hosts], dtype=I64)
     host_v6 = np.array([h[2] for h in hosts], dtype=bool)
-    born = np.array(born_ids, dtype=I64)
-    store = np.array(store_ids, dtype=I64)
+    flags = cols["sys_flag"]
     flags |= np.where(host_v6[born], sysflag.BORNHOST_V6, 0)
     flags |= np.where(host_v6[store], sysflag.STOREHOST_V6, 0)
     # topics and the queue offset counters
-    topic_bytes = [t.encode("utf-8") for t in topic_ids]
+    topic_bytes = [t.encode("utf-8") for t in topic_names]
     topic_len = np.array([len(t) for t in topic_bytes], dtype=I64)
     topic_off = np.cumsum(topic_len) - topic_len
     topic_buf = np.frombuffer(b"".join(topic_bytes), dtype=np.uint8)
-    topic_id = np.array(topic_of, dtype=I64)
     v2 = np.array([writer.five and writer.config.autoMessageVersionOnTopicLen and len(t) > 127
-                   for t in topic_ids], dtype=bool)
+                   for t in topic_names], dtype=bool)
     magic = np.where(v2[topic_id], MAGIC_V2, MAGIC_V1).astype(I64)
-    slot_ids, slot_of = _table(zip(batch.topics, batch.queue_ids))
+    slot_ids, slot_of = _table(zip(topic_id.tolist(), cols["queue_id"].tolist()))
     table = writer.topic_queue_table
+    slot_ids = [(topic_names[t], q) for t, q in slot_ids]
     counters = np.array([table.get(k, 0) for k in slot_ids], dtype=I64)
     slot = np.array(slot_of, dtype=I64)
     tx = flags & sysflag.TRANSACTION_MASK
     counts = (tx == sysflag.TRANSACTION_NOT_TYPE) | (tx == sysflag.TRANSACTION_COMMIT)
-    # bodies and properties as one buffer each
-    body_off = np.cumsum(body_len) - body_len
-    body_buf = np.frombuffer(batch.body_buf or b"\0", dtype=np.uint8)
-    props_buf, props_len = _utf8_column(texts)
-    props_off = np.cumsum(props_len) - props_len
-    queue_id = np.fromiter(batch.queue_ids, dtype=I64, count=n)
-    flag = _column(batch.flags, n)
-    born_ts = np.fromiter(batch.born_ts, dtype=I64, count=n)
-    if batch.store_ts is None:
-        store_ts = np.full(n, now, dtype=I64)
-    else:
-        store_ts = np.fromiter((now if t is None else t for t in batch.store_ts), dtype=I64, count=n)
-    reconsume = _column(batch.reconsume, n)
-    prepared = _column(batch.prepared, n)
-    lengths = (_FIXED + host_len[born] + host_len[store] + body_len + topic_len[topic_id] + props_len
+    lengths = (_FIXED + host_len[born] + host_len[store] + cols["body_len"] + topic_len[topic_id] + cols["props_len"]
                + np.where(v2[topic_id], 2, 1))
     wrote = np.empty(n, dtype=I64)
     queue_offsets = np.empty(n, dtype=I64)
+    store_ts = cols["store_ts"]
 
     queue = writer.queue
     first = 0
-    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
     while first < n:
+        left = int(ends[-1] - (ends[first - 1] if first else 0))    # the bytes of the records still to write
         mf = queue.get_last_mapped_file(0)
-        queue.make_room(mf, total)
+        queue.make_room(mf, left)
         target = mf.write_buffer if mf.write_buffer is not None else mf.buf
-        out = np.frombuffer(target, dtype=np.uint8)
-        nxt, pos = write_records(out, mf.wrote_position, mf.file_size, mf.file_from_offset, first, n,
-                                 lengths, magic, body_buf, body_off, body_len, props_buf, props_off,
-                                 props_len, topic_buf, topic_off, topic_len, topic_id, host_buf, host_off,
-                                 host_len, host_port, born, store, queue_id, flag, flags, born_ts,
-                                 store_ts, reconsume, prepared, slot, counters, counts, wrote, queue_offsets)
+        # Without a write buffer the records are written into a buffer and pwritten: through the
+        # mapping, every page of a fresh sparse file is a page fault that reads ahead (zeroes)
+        # pages around it, the most of a record's cost
+        direct = mf.write_buffer is None and mf.can_pwrite()
+        origin = mf.wrote_position if direct else 0
+        out = np.empty(min(left, mf.file_size - origin), dtype=np.uint8) if direct else np.frombuffer(
+            target, dtype=np.uint8)
+        nxt, pos = write_records(out, origin, mf.wrote_position, mf.file_size, mf.file_from_offset, first, n,
+                                 lengths, magic, cols["body_buf"], cols["body_off"], cols["body_len"],
+                                 cols["props_buf"], cols["props_off"], cols["props_len"], topic_buf, topic_off,
+                                 topic_len, topic_id, host_buf, host_off, host_len, host_port, born, store,
+                                 cols["queue_id"], cols["flag"], flags, cols["born_ts"], store_ts,
+                                 cols["reconsume"], cols["prepared"], slot, counters, counts, wrote, queue_offsets)
+        if direct:
+            mf.pwrite(out[:pos - origin], origin)
         del out
         if nxt > first:
             mf.store_timestamp = int(store_ts[nxt - 1])
         mf.wrote_position = pos
         if nxt < n:   # the next record does not fit: close the file with a BLANK record
-            left = mf.file_size - pos
-            target[pos:pos + 8] = left.to_bytes(4, "big", signed=True) + BLANK_MAGIC.to_bytes(4, "big")
+            blank = (mf.file_size - pos).to_bytes(4, "big", signed=True) + BLANK_MAGIC.to_bytes(4, "big")
+            if direct:
+                mf.pwrite(blank, pos)
+            else:
+                target[pos:pos + 8] = blank
             mf.wrote_position = mf.file_size
         if mf.write_buffer is None:
             mf.drop_written_pages()   # written through the mapping: keep the resident set flat
         first = nxt
     for key, value in zip(slot_ids, counters.tolist()):
         table[key] = value
-    wrote_list, qoff_list, ts_list = wrote.tolist(), queue_offsets.tolist(), store_ts.tolist()
-    len_list = lengths.tolist()
-    results = BatchResults(batch, wrote_list, len_list, qoff_list, ts_list, store_ids, hosts)
-    columns = {"batch": batch, "wrote": wrote, "lengths": lengths, "queue_offsets": queue_offsets,
-               "store_ts": store_ts, "slot": slot, "slot_ids": list(slot_ids), "counts": counts, "flags": flags}
+    results = BatchResults(topic_names, topic_id, cols["queue_id"], wrote, lengths, queue_offsets, store_ts, store,
+                           hosts)
+    columns = {"wrote": wrote, "lengths": lengths, "queue_offsets": queue_offsets, "store_ts": store_ts,
+               "slot": slot, "slot_ids": slot_ids, "counts": counts, "flags": flags}
     return results, columns
 
 
@@ -252,29 +354,31 @@ def _utf8_column(texts: list) -> tuple[np.ndarray, np.ndarray]:
 
 class BatchResults(Sequence):
     """The PutResults of a compiled batch, made only when looked at (making 10^5
-    result objects would cost more than appending the messages).  The columns are
-    public for callers that report every put without making the objects."""
+    result objects would cost more than appending the messages).  The columns (numpy
+    arrays) are public for callers that report every put without making the objects:
+    topic_id numbers topic_names, store_id numbers hosts ((address, port, IPv6))."""
 
-    def __init__(self, batch, wrote, lengths, queue_offsets, store_ts, store_ids, hosts):
-        self.topics, self.queue_ids = batch.topics, batch.queue_ids
+    def __init__(self, topic_names, topic_id, queue_ids, wrote, lengths, queue_offsets, store_ts, store_id, hosts):
+        self.topic_names, self.topic_id, self.queue_ids = topic_names, topic_id, queue_ids
         self.wrote, self.lengths, self.queue_offsets, self.store_ts = wrote, lengths, queue_offsets, store_ts
-        self.store_ids, self.hosts = store_ids, hosts
+        self.store_id, self.hosts = store_id, hosts
 
     def __len__(self) -> int:
-        return len(self.topics)
+        return len(self.topic_id)
 
     def __getitem__(self, index):
         from mqtool.engine.message import PUT_OK, PutResult
 
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        address, port, _ = self.hosts[self.store_ids[index]]
-        return PutResult(PUT_OK, self.wrote[index], self.lengths[index], address, self.queue_offsets[index],
-                         self.store_ts[index], self.topics[index], self.queue_ids[index], None, port)
+        address, port, _ = self.hosts[self.store_id[index]]
+        return PutResult(PUT_OK, int(self.wrote[index]), int(self.lengths[index]), address,
+                         int(self.queue_offsets[index]), int(self.store_ts[index]),
+                         self.topic_names[self.topic_id[index]], int(self.queue_ids[index]), None, port)
 
     def end_offset(self) -> int:
         """Where the last record of the batch ends."""
-        return self.wrote[-1] + self.lengths[-1] if len(self) else 0
+        return int(self.wrote[-1] + self.lengths[-1]) if len(self) else 0
 
 
 def dispatch_columns(dispatcher, columns) -> None:
@@ -289,12 +393,13 @@ def dispatch_columns(dispatcher, columns) -> None:
     to_queue = np.flatnonzero(counts)
     if len(to_queue):
         codes: dict = {}   # tags repeat: each distinct one hashed once
-        all_tags = batch.tags
-        if len(to_queue) == len(batch):
-            tags = np.fromiter((codes[t] if t in codes else codes.setdefault(t, tags_code(t)) for t in all_tags),
+        if isinstance(batch, ColumnBatch):
+            tags = batch.tags_code[to_queue]
+        elif len(to_queue) == len(batch):
+            tags = np.fromiter((codes[t] if t in codes else codes.setdefault(t, tags_code(t)) for t in batch.tags),
                                dtype=I64, count=len(to_queue))
         else:
-            tags = np.array([tags_code(all_tags[i]) for i in to_queue.tolist()], dtype=I64)
+            tags = np.array([tags_code(batch.tags[i]) for i in to_queue.tolist()], dtype=I64)
         slots = columns["slot"][to_queue]
         order = np.argsort(slots, kind="stable")
         ordered, ordered_slots = to_queue[order], slots[order]
@@ -309,6 +414,10 @@ def dispatch_columns(dispatcher, columns) -> None:
     if not (dispatcher.message_index_enable and dispatcher.index is not None):
         return
     flags = columns["flags"]
+    if isinstance(batch, ColumnBatch):   # no transactions among its messages: every key goes in
+        if len(batch.key_hash):
+            dispatcher.index.insert_arrays(batch.key_hash, wrote[batch.key_owner], store_ts[batch.key_owner])
+        return
     keys, owners = [], []
     rolled_back = set(np.flatnonzero((flags & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK).tolist())
     for i, (topic, uniq, text) in enumerate(zip(batch.topics, batch.uniq, batch.keys)):

@@ -134,6 +134,7 @@ class IndexService:
             (f.begin_timestamp, f.end_timestamp, f.begin_phy_offset, f.end_phy_offset, f.hash_slot_count,
              f.index_count) = (int(v) for v in header)
             f.write_header()
+            f.drop_written_entries()
             if first < n:
                 f = self._last_file()
 

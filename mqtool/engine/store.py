@@ -275,8 +275,8 @@ class MessageStore:
         return results
 
     def put_batch(self, batch, *, wait_for_flush: bool = True):
-        """Put a PlainBatch (mqtool/engine/batchappend.py): the compiled path when every message
-        in it is plain, else put_many of its messages."""
+        """Put a PlainBatch or ColumnBatch (mqtool/engine/batchappend.py): the compiled path when
+        every message in it is plain, else put_many of its messages."""
         if not self.opened:
             raise RefusedError("the store is not open")
         refused = self.reclaimer.refuse_puts(len(batch))
@@ -291,8 +291,9 @@ class MessageStore:
         """The compiled append of a batch, or None when a message in it is not plain."""
         from mqtool.engine import batchappend
 
+        append = batchappend.append_columns if isinstance(batch, batchappend.ColumnBatch) else batchappend.append_batch
         with self.writer.lock:
-            appended = batchappend.append_batch(self.writer, batch)
+            appended = append(self.writer, batch)
             if appended is not None:
                 results, columns = appended
                 batchappend.dispatch_columns(self.dispatcher, columns)

@@ -43,13 +43,14 @@ def _copy(out, p, src, start, length):
 
 
 @njit(cache=True, nogil=True)
-def write_records(out, pos, limit, base, first, n, lengths, magic, body_buf, body_off, body_len,
+def write_records(out, origin, pos, limit, base, first, n, lengths, magic, body_buf, body_off, body_len,
                   props_buf, props_off, props_len, topic_buf, topic_off, topic_len, topic_id,
                   host_buf, host_off, host_len, host_port, born_host, store_host,
                   queue_id, flag, sys_flag, born_ts, store_ts, reconsume, prepared,
                   slot, counters, counts, wrote, queue_offsets):
-    """Write records first.. into out (a file's bytes) from pos, while record + 8 bytes fit
-    below limit.  Returns (next message, next position)."""
+    """Write records first.. from file position pos, while record + 8 bytes fit below limit,
+    into out: the file's bytes from position origin on (the mapped file, or a buffer to pwrite).
+    Returns (next message, next position)."""
     body_addr = body_buf.ctypes.data
     i = first
     while i < n:
@@ -58,7 +59,7 @@ def write_records(out, pos, limit, base, first, n, lengths, magic, body_buf, bod
             break
         s = slot[i]
         qoff = counters[s] if counts[i] else 0
-        p = pos
+        p = pos - origin
         _put32(out, p, length)
         _put32(out, p + 4, magic[i])
         blen = body_len[i]

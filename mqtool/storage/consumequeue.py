@@ -119,6 +119,7 @@ class ConsumeQueue:
             units = np.empty(run, dtype=[("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
             units["offset"], units["size"], units["tags"] = offsets[i:i + run], sizes[i:i + run], tags[i:i + run]
             mf.append(units.tobytes())
+            mf.drop_written_pages(1 << 20)    # a long append keeps a flat resident set
             self.max_physic_offset = int(offsets[i + run - 1] + sizes[i + run - 1])
             i += run
 

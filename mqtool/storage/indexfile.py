@@ -87,6 +87,7 @@ class IndexFile:
         self.begin_phy_offset, self.end_phy_offset = h.begin_phy_offset, h.end_phy_offset
         self.hash_slot_count = h.hash_slot_count
         self.index_count = h.index_count if h.index_count > 0 else 1
+        self._entries_dropped = 0      # drop_written_entries: unmapped up to here
 
     @property
     def size_ok(self) -> bool:
@@ -229,6 +230,19 @@ class IndexFile:
 
     def write_header(self) -> None:
         self._write_header()
+
+    def drop_written_entries(self, step: int = 1 << 20) -> None:
+        """Unmap from this process the entries written so far (once `step` bytes of them are
+        behind), so that a long append keeps a flat resident set: an entry is never read back
+        while keys are put (the page cache keeps it; a later read faults it back in)."""
+        if not self.writable or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        start = fmt.HEADER_SIZE + self.hash_slot_num * fmt.SLOT_SIZE
+        end = (start + self.index_count * fmt.ENTRY_SIZE) // mmap.PAGESIZE * mmap.PAGESIZE
+        begin = max(self._entries_dropped, -(-start // mmap.PAGESIZE) * mmap.PAGESIZE)
+        if end - begin >= step:
+            self.buf.madvise(mmap.MADV_DONTNEED, begin, end - begin)
+            self._entries_dropped = end
 
     def _write_header(self) -> None:
         fmt.HEADER_STRUCT.pack_into(self.buf, 0, self.begin_timestamp, self.end_timestamp,

@@ -30,6 +30,7 @@ OS_PAGE_SIZE = 4096  # MappedFile.OS_PAGE_SIZE: the unit of flush/commit least p
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 POPULATE_STEP = 32 * 1024 * 1024
 DONTNEED_STEP = 64 * 1024 * 1024
+WRITTEN_STEP = 16 * 1024 * 1024      # drop_written_pages: a long append's resident set stays small
 
 
 class ReferenceResource:
@@ -189,15 +190,15 @@ class MappedFile(ReferenceResource):
                 self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
 
-    def drop_written_pages(self) -> None:
-        """Unmap from this process the pages appended so far (64 MiB at a time), so that a long
-        append keeps a flat resident set.  Safe for a writable shared mapping: a dirty page
+    def drop_written_pages(self, step: int = WRITTEN_STEP) -> None:
+        """Unmap from this process the pages appended so far (`step` bytes at a time), so that a
+        long append keeps a flat resident set.  Safe for a writable shared mapping: a dirty page
         stays dirty in the page cache and is written back as before; only this process's page
         table entries go (a later read faults the page back in)."""
         if not self.writable or not isinstance(self.buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
             return
         end = (self.wrote_position // PAGE_SIZE) * PAGE_SIZE
-        if end - self._dropped_until >= DONTNEED_STEP or (end > self._dropped_until and end >= self.file_size):
+        if end - self._dropped_until >= step or (end > self._dropped_until and end >= self.file_size):
             self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
 
@@ -235,10 +236,7 @@ class MappedFile(ReferenceResource):
         if self.write_buffer is not None:
             self.write_buffer[pos:end] = data
         elif self.append_with_pwrite:
-            try:
-                _pwrite_all(self._fd, data, pos)
-            except OSError as exc:   # a full disk: say where (the bytes past pos are not the store's)
-                raise OSError(exc.errno, f"{exc.strerror} (appending at byte {pos})", str(self.path)) from None
+            self.pwrite(data, pos)
         else:
             self.buf[pos:end] = data
         self.wrote_position = end
@@ -264,6 +262,18 @@ class MappedFile(ReferenceResource):
                 finally:
                     self.release()
         return self.committed_position
+
+    def can_pwrite(self) -> bool:
+        """Whether pwrite() works: the file is open for writing (not only mapped)."""
+        return self.writable and self._fd >= 0
+
+    def pwrite(self, data, position: int) -> None:
+        """Write data at position with pwrite (the same page cache as the mapping's); the
+        caller moves wrote_position."""
+        try:
+            _pwrite_all(self._fd, data, position)
+        except OSError as exc:   # a full disk: say where (the bytes past position are not the store's)
+            raise OSError(exc.errno, f"{exc.strerror} (appending at byte {position})", str(self.path)) from None
 
     def flush(self, least_pages: int) -> int:
         """Make readable bytes durable once at least least_pages pages are waiting (0: any)."""
