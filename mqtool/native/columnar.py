@@ -520,6 +520,14 @@ def decode_columns(buf, base: int, scanned: dict, with_body: bool = False, crc_k
     return out
 
 
+def warm_up() -> None:
+    """Load decode from the compile cache now, with the argument types of the real calls (a
+    read-only buf, as over a file mapping), so that its loading is timed as start-up."""
+    empty = {name: np.empty(0, dtype=np.int64) for name in ("offset", "sys_flag", "body_pos", "body_len",
+                                                           "topic_pos", "topic_len", "props_pos", "props_len")}
+    decode_columns(np.frombuffer(bytes(64), dtype=np.uint8), 0, empty, False, np.zeros(0, dtype=np.bool_))
+
+
 def keys_of(buf, scanned: dict):
     """key_hashes for fastscan columns: (record numbers, uint64 hashes)."""
     return key_hashes(buf, scanned["props_pos"], scanned["props_len"], _NAMES[1])

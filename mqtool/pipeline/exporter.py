@@ -25,6 +25,17 @@ DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 FORMATS = ("parquet", "jsonl")
 
 
+def warm_up(fmt: str) -> None:
+    """Load what the local engine's export needs before it starts (the compiled kernels, and
+    pyarrow's Parquet writer), so that the export's own time is measured apart from it."""
+    from mqtool.native import columnar, fastscan
+
+    fastscan.warm_up()
+    columnar.warm_up()
+    if fmt == "parquet":
+        import pyarrow.parquet  # noqa: F401
+
+
 def escape_path_name(name: str | None) -> str:
     """A partition value as Spark writes it into a directory name."""
     if not name:
