@@ -116,6 +116,7 @@ def test_local_export_jsonl_is_the_same_with_one_or_more_processes(extracted, ru
 def test_local_export_parquet_reads_back_as_the_reference_rows(extracted, run_cli, tmp_path):
     """What pyarrow reads from the files is what the reference walker gives (pipeline.rows), with
     the topic from the directory; the summary times the export and the loading before it apart."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     for name in ("features", "flipped-body-byte"):
@@ -129,6 +130,7 @@ def test_local_export_parquet_reads_back_as_the_reference_rows(extracted, run_cl
         topics = {exporter.topic_dir(Path(""), topic).name: topic for topic in summary["topics"]}
         got = []
         for path in out.glob("topic=*/*.parquet"):
+            assert pq.read_schema(path).field("broker").type == pa.dictionary(pa.int32(), pa.string())
             for row in pq.read_table(path).to_pylist():
                 row["topic"] = topics[path.parent.name]
                 row["properties"] = dict(row["properties"]) if row["properties"] is not None else None
