@@ -385,18 +385,12 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
                 uq = _copy_value(val_data, start, vq, uniq_data, uniq_off[i])
             elif _named(key_data, k0, k1, delay_name):
                 delay[i] = _delay_level(val_data, start, vq)
-    topic_off[n] = tq
-    props_off[n] = pq
-    born_off[n] = bq
-    store_off[n] = sq
-    msgid_off[n] = mq
-    map_off[n] = entries
+    for arr, last in ((topic_off, tq), (props_off, pq), (born_off, bq), (store_off, sq), (msgid_off, mq),
+                      (map_off, entries), (tags_off, gq), (keys_off, yq), (uniq_off, uq)):
+        arr[n] = last
     key_off[entries] = kq
     val_off[entries] = vq
     body_off[n if with_body else 0] = dq
-    tags_off[n] = gq
-    keys_off[n] = yq
-    uniq_off[n] = uq
     return tq, pq, entries, kq, vq, gq, yq, uq, bq, sq, mq, dq
 
 
