@@ -89,7 +89,7 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
     for topic, n in summary["topics"].items():
         table.add(topic, f"{n:,}", exporter.topic_dir(Path(""), topic))
     table.flush()
-    output.note(f"{rows:,} rows in {len(counts)} topic(s), {fmt}, in {seconds:.2f} s"
+    output.note(f"{rows:,} rows in {len(counts)} topic(s), {fmt}"
                 + (f"; {damaged} damaged record(s) exported with ok = false" if damaged else ""))
 
 
