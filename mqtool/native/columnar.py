@@ -266,7 +266,7 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
     """Every column of the records given (arrays of fastscan's columns, already cut to the
     records wanted), into the arrays decode_columns allocates.  crc_known: records whose stored
     body CRC the scan found right (their CRC is not computed again).  Returns how much of each
-    buffer was used (USED names them), or all -1 when malformed UTF-8 needs more text room
+    buffer was used (_USED names them), or all -1 when malformed UTF-8 needs more text room
     than was given (decode_columns then gives 3 bytes a source byte).
 
     No reference counting (_nrt=False): numba increfs and decrefs an array at every call of a
