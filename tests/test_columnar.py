@@ -182,7 +182,8 @@ def test_stats_of_crafted_records(crafted):
 
 
 def test_text_buffers_grow_for_malformed_utf8(tmp_path):
-    """Malformed bytes decode to 3 bytes each: many of them make decode's text buffers grow."""
+    """Malformed bytes decode to 3 bytes each: many of them overflow the room decode is first given
+    (the text as valid UTF-8), and decode_columns decodes again with room for the worst case."""
     cases = []
     for k in range(40):
         junk = bytes([0xFF, 0xC3, 0xE2, 0x82]) * (10 + k)

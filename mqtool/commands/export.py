@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import time
 from pathlib import Path
 
 import click
@@ -50,6 +51,10 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
         except ImportError:
             raise UsageError("--format parquet needs pyarrow: pip install 'mqtool[spark]' "
                              "(or use --format jsonl)") from None
+    loading = time.perf_counter()
+    if engine == "local":
+        exporter.warm_up(fmt)      # loading the compiled kernels is start-up, timed on its own
+    started = time.perf_counter()
     runner = engineopts.open_engine(engine, jobs, master, spark_conf)
     try:
         if engine == "spark":
@@ -70,10 +75,12 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
             (target / "_SUCCESS").touch()
     finally:
         runner.close()
+    seconds = time.perf_counter() - started
     damaged = counts.pop(None)
     rows = sum(counts.values())
     summary = {"type": "export", "out": str(target), "format": fmt, "engine": engine, "rows": rows,
-               "damagedRows": damaged, "topics": dict(sorted(counts.items(), key=lambda kv: str(kv[0])))}
+               "damagedRows": damaged, "topics": dict(sorted(counts.items(), key=lambda kv: str(kv[0]))),
+               "seconds": round(seconds, 3), "loadSeconds": round(started - loading, 3)}
     if as_json:
         output.emit_json(summary)
         return

@@ -71,6 +71,11 @@ def _texts_of(values: list[str], codes) -> tuple:
 
 
 def _few(values, describe) -> tuple:
+    if len(values) and values.min() == values.max():     # one value in every row, the usual case
+        text = np.frombuffer(describe(int(values[0])).encode("utf-8"), dtype=np.uint8)
+        data = np.empty((len(values), len(text)), dtype=np.uint8)
+        data[:] = text
+        return np.arange(len(values) + 1, dtype=np.int32) * np.int32(len(text)), data.reshape(-1), None
     distinct, codes = np.unique(values, return_inverse=True)
     return _texts_of([describe(int(v)) for v in distinct], codes)
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from mqtool.native.fastscan import _i32, _i64, _utf8_units
-from mqtool.native.jit import crc32, njit
+from mqtool.native.jit import crc32, njit, prefetch
 
 REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
 _HEX_UPPER = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _HEX_LOWER = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 U = np.uint64
+AHEAD = 4          # records decode prefetches ahead of the one it decodes
 
 
 @njit(cache=True, inline="always")
@@ -225,16 +226,6 @@ def _delay_level(data, lo, hi):
 
 
 @njit(cache=True, inline="always")
-def _room(data, used, need):
-    """data, or a copy twice as large (or more) when its free room is under need bytes."""
-    if used + need <= len(data):
-        return data
-    bigger = np.empty(max(2 * len(data), used + need), np.uint8)
-    bigger[:used] = data[:used]
-    return bigger
-
-
-@njit(cache=True, inline="always")
 def _put(src, lo, hi, plain, out, q):
     """src[lo:hi] to out[q:]: copied when it is plain ASCII, else decoded as put_text does."""
     if plain:
@@ -262,77 +253,44 @@ def _scan_pair(buf, p, end):
     return (q if s < 0 else s), q, plain
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len, props_pos, props_len,
-           crc_known, with_body, tags_name, keys_name, uniq_name, delay_name):
+           crc_known, with_body, tags_name, keys_name, uniq_name, delay_name,
+           stored_crc, computed_crc, flag, born_ts, reconsume, prepared, tags_hash, delay,
+           topic_off, topic_data, props_off, props_data, map_off, key_off, key_data, val_off, val_data,
+           tags_off, tags_data, tags_ok, keys_off, keys_data, keys_ok, uniq_off, uniq_data, uniq_ok,
+           born_off, born_data, store_off, store_data, msgid_off, msgid_data, body_off, body_data,
+           value_lo, value_hi, value_plain, state):
     """Every column of the records given (arrays of fastscan's columns, already cut to the
-    records wanted).  crc_known: records whose stored body CRC the scan found right (their
-    CRC is not computed again).  Returns a tuple; columnar.COLUMNS names its items.
+    records wanted), into the arrays decode_columns allocates.  crc_known: records whose stored
+    body CRC the scan found right (their CRC is not computed again).  Returns how much of each
+    buffer was used (_USED names them), or all -1 when malformed UTF-8 needs more text room
+    than was given (decode_columns then gives 3 bytes a source byte).
 
+    No reference counting (_nrt=False): numba increfs and decrefs an array at every call of a
+    helper that takes it, two atomic operations each, which cost more than the decoding itself.
     The properties are walked once a pair (pair_at's rule): a pair in plain ASCII, the usual
-    case, is copied as it is, other text is decoded.  Text buffers start at the size of the
-    text when it is valid UTF-8 and grow when malformed bytes (3 bytes each decoded) need more."""
+    case, is copied as it is, other text is decoded."""
     n = len(offset)
-    topic_total = 0
-    props_total = 0
-    body_total = 0
-    most_topic = 0
-    most_props = 0
-    for i in range(n):
-        topic_total += topic_len[i]
-        props_total += props_len[i]
-        body_total += body_len[i]
-        most_topic = max(most_topic, topic_len[i])
-        most_props = max(most_props, props_len[i])
-    room = props_total + 2 * most_props + 64      # every record's worst case fits after valid text
-    stored_crc = np.empty(n, np.int32)
-    computed_crc = np.empty(n, np.int32)
-    flag = np.empty(n, np.int32)
-    born_ts = np.empty(n, np.int64)
-    reconsume = np.empty(n, np.int32)
-    prepared = np.empty(n, np.int64)
-    tags_hash = np.zeros(n, np.int64)
-    delay = np.zeros(n, np.int64)
-    topic_off = np.empty(n + 1, np.int32)
-    topic_data = np.empty(topic_total + 2 * most_topic + 64, np.uint8)
-    props_off = np.empty(n + 1, np.int32)
-    props_data = np.empty(room, np.uint8)
-    pairs = props_total // 2 + n           # a pair takes at least 2 bytes of the string (or is the last)
-    map_off = np.empty(n + 1, np.int32)
-    key_off = np.empty(pairs + 1, np.int32)
-    key_data = np.empty(room, np.uint8)
-    val_off = np.empty(pairs + 1, np.int32)
-    val_data = np.empty(room, np.uint8)
-    tags_ok = np.zeros(n, np.bool_)
-    tags_off = np.empty(n + 1, np.int32)
-    tags_data = np.empty(props_total // 4 + 64, np.uint8)
-    keys_ok = np.zeros(n, np.bool_)
-    keys_off = np.empty(n + 1, np.int32)
-    keys_data = np.empty(props_total // 4 + 64, np.uint8)
-    uniq_ok = np.zeros(n, np.bool_)
-    uniq_off = np.empty(n + 1, np.int32)
-    uniq_data = np.empty(props_total // 4 + 64, np.uint8)
-    born_off = np.empty(n + 1, np.int32)
-    born_data = np.empty(24 * n + 64, np.uint8)
-    store_off = np.empty(n + 1, np.int32)
-    store_data = np.empty(24 * n + 64, np.uint8)
-    msgid_off = np.empty(n + 1, np.int32)
-    msgid_data = np.empty(32 * n + 64, np.uint8)
-    body_off = np.zeros(n + 1 if with_body else 1, np.int32)
-    body_data = np.empty(body_total if with_body else 0, np.uint8)
-    # per record: each entry's raw value range and whether it is plain ASCII (a later duplicate
-    # name puts its value in the earlier entry's place)
-    value_lo = np.empty(most_props // 2 + 2, np.int64)
-    value_hi = np.empty(most_props // 2 + 2, np.int64)
-    value_plain = np.empty(most_props // 2 + 2, np.bool_)
     addr = buf.ctypes.data
     tq = pq = kq = vq = bq = sq = mq = dq = 0
     prev_born = prev_store = 0
     prev_born_v6 = prev_store_v6 = False
-    state = np.zeros(1, np.int64)
     entries = 0
     gq = yq = uq = 0
     for i in range(n):
+        plen = props_len[i]
+        if (tq + 3 * topic_len[i] > len(topic_data) or pq + 3 * plen > len(props_data)
+                or kq + 3 * plen > len(key_data) or vq + 3 * plen > len(val_data)):
+            return -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1
+        if i + AHEAD < n:
+            # the record AHEAD on: its header and its topic and properties (past the body), so
+            # that they are in the cache when the loop gets there (each is a miss otherwise)
+            ahead = offset[i + AHEAD] - base
+            prefetch(addr + ahead)
+            prefetch(addr + ahead + 63)
+            prefetch(addr + topic_pos[i + AHEAD])
+            prefetch(addr + props_pos[i + AHEAD] + props_len[i + AHEAD] - 1)
         pos = offset[i] - base
         sf = sys_flag[i]
         born_v6 = (sf & 0x10) != 0
@@ -350,14 +308,9 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         tail = store_at + (20 if store_v6 else 8)
         reconsume[i] = _i32(buf, tail)
         prepared[i] = _i64(buf, tail + 4)
-        plen = props_len[i]
-        topic_data = _room(topic_data, tq, 3 * topic_len[i])
-        props_data = _room(props_data, pq, 3 * plen)
-        key_data = _room(key_data, kq, 3 * plen)
-        val_data = _room(val_data, vq, 3 * plen)
-        born_data = _room(born_data, bq, 64)
-        store_data = _room(store_data, sq, 64)
-        msgid_data = _room(msgid_data, mq, 56)
+        tags_hash[i] = 0
+        delay[i] = 0
+        tags_ok[i] = keys_ok[i] = uniq_ok[i] = False
         topic_off[i] = tq
         tq = put_text(buf, topic_pos[i], topic_pos[i] + topic_len[i], topic_data, tq)
         born_off[i] = bq
@@ -418,56 +371,93 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
             k0, k1 = key_off[j], key_off[j + 1]
             if _named(key_data, k0, k1, tags_name):
                 tags_ok[i] = True
-                tags_data = _room(tags_data, tags_off[i], vq - start)
                 gq = _copy_value(val_data, start, vq, tags_data, tags_off[i])
                 # tagsCode: the Java hashCode of TAGS (decoded, so its UTF-16 units are exact)
                 h = _utf8_units(val_data, start, vq, 0, state)
                 tags_hash[i] = h - 0x100000000 if h >= 0x80000000 else h
             elif _named(key_data, k0, k1, keys_name):
                 keys_ok[i] = True
-                keys_data = _room(keys_data, keys_off[i], vq - start)
                 yq = _copy_value(val_data, start, vq, keys_data, keys_off[i])
             elif _named(key_data, k0, k1, uniq_name):
                 uniq_ok[i] = True
-                uniq_data = _room(uniq_data, uniq_off[i], vq - start)
                 uq = _copy_value(val_data, start, vq, uniq_data, uniq_off[i])
             elif _named(key_data, k0, k1, delay_name):
                 delay[i] = _delay_level(val_data, start, vq)
     for arr, last in ((topic_off, tq), (props_off, pq), (born_off, bq), (store_off, sq), (msgid_off, mq),
-                      (map_off, entries)):
+                      (map_off, entries), (tags_off, gq), (keys_off, yq), (uniq_off, uq)):
         arr[n] = last
     key_off[entries] = kq
     val_off[entries] = vq
-    if with_body:
-        body_off[n] = dq
-    tags_off[n] = gq
-    keys_off[n] = yq
-    uniq_off[n] = uq
-    return (stored_crc, computed_crc, flag, born_ts, reconsume, prepared, tags_hash, delay,
-            topic_off, topic_data[:tq], props_off, props_data[:pq],
-            map_off, key_off[:entries + 1], key_data[:kq], val_off[:entries + 1], val_data[:vq],
-            tags_off, tags_data[:gq], tags_ok, keys_off, keys_data[:yq], keys_ok, uniq_off, uniq_data[:uq], uniq_ok,
-            born_off, born_data[:bq], store_off, store_data[:sq], msgid_off, msgid_data[:mq],
-            body_off, body_data[:dq])
+    body_off[n if with_body else 0] = dq
+    return tq, pq, entries, kq, vq, gq, yq, uq, bq, sq, mq, dq
 
 
-COLUMNS = ("stored_crc", "computed_crc", "flag", "born_ts", "reconsume", "prepared", "tags_hash", "delay",
-           "topic_off", "topic_data", "props_off", "props_data",
-           "map_off", "key_off", "key_data", "val_off", "val_data",
-           "tags_off", "tags_data", "tags_ok", "keys_off", "keys_data", "keys_ok", "uniqKey_off", "uniqKey_data",
-           "uniqKey_ok",
-           "born_off", "born_data", "store_off", "store_data", "msgid_off", "msgid_data",
-           "body_off", "body_data")
+NUMBERS = (("stored_crc", np.int32), ("computed_crc", np.int32), ("flag", np.int32), ("born_ts", np.int64),
+           ("reconsume", np.int32), ("prepared", np.int64), ("tags_hash", np.int64), ("delay", np.int64))
 NAMED = ("tags", "keys", "uniqKey")    # the TAGS, KEYS and UNIQ_KEY values, as columns
 _NAMES = tuple(np.frombuffer(name, dtype=np.uint8) for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"))
+# decode's output arrays after the numbers, in its order: (name, kind); kind "rows" is n + 1
+# int32 offsets, "entries" offsets of map entries, "ok" n booleans, else a text buffer's room
+_BUFFERS = (("topic_off", "rows"), ("topic_data", "topic"), ("props_off", "rows"), ("props_data", "text"),
+            ("map_off", "rows"), ("key_off", "entries"), ("key_data", "text"), ("val_off", "entries"),
+            ("val_data", "text"), ("tags_off", "rows"), ("tags_data", "text"), ("tags_ok", "ok"),
+            ("keys_off", "rows"), ("keys_data", "text"), ("keys_ok", "ok"), ("uniqKey_off", "rows"),
+            ("uniqKey_data", "text"), ("uniqKey_ok", "ok"), ("born_off", "rows"), ("born_data", "host"),
+            ("store_off", "rows"), ("store_data", "host"), ("msgid_off", "rows"), ("msgid_data", "msgid"),
+            ("body_off", "body_rows"), ("body_data", "body"))
+# what each of decode's returned counts measures: the used part of these arrays
+_USED = (("topic_data",), ("props_data",), ("key_off", "val_off"), ("key_data",), ("val_data",), ("tags_data",),
+         ("keys_data",), ("uniqKey_data",), ("born_data",), ("store_data",), ("msgid_data",), ("body_data",))
+COLUMNS = tuple(name for name, _ in NUMBERS) + tuple(name for name, _ in _BUFFERS)
+HOST_ROOM = 64     # the longest host text: `[` 39 hex and colons `]:` and a port of 11 characters
+MSGID_ROOM = 56    # an IPv6 store host: 28 bytes as hex
+
+
+def _allocate(c: dict, with_body: bool, worst_case: bool) -> dict:
+    """decode's output arrays for fastscan columns c.  Text buffers have room for every record's
+    text when it is valid UTF-8 (its own size, plus the worst case of one record); with
+    worst_case, 3 bytes a source byte, which malformed bytes (each one U+FFFD) can take."""
+    n = len(c["offset"])
+    props, topics = c["props_len"], c["topic_len"]
+
+    def room(lengths):
+        total = int(lengths.sum())
+        return 3 * total + 64 if worst_case else total + 2 * int(lengths.max(initial=0)) + 64
+
+    sizes = {"rows": n + 1, "entries": int(props.sum()) // 2 + n + 1, "ok": n, "topic": room(topics),
+             "text": room(props), "host": HOST_ROOM * n, "msgid": MSGID_ROOM * n,
+             "body_rows": n + 1 if with_body else 1, "body": int(c["body_len"].sum()) if with_body else 0}
+    dtypes = {"rows": np.int32, "entries": np.int32, "ok": np.bool_, "body_rows": np.int32}
+    out = {name: np.empty(n, dtype) for name, dtype in NUMBERS}
+    out.update((name, np.empty(sizes[kind], dtypes.get(kind, np.uint8))) for name, kind in _BUFFERS)
+    return out
 
 
 def decode_columns(buf, base: int, scanned: dict, with_body: bool = False, crc_known=None) -> dict:
-    """decode() for fastscan columns (already cut to the records wanted), as a dict of arrays.
-    crc_known: the scan's crc_ok column when it checked CRCs."""
+    """decode() for fastscan columns (already cut to the records wanted), as a dict of arrays
+    (COLUMNS).  crc_known: the scan's crc_ok column when it checked CRCs."""
     c = scanned
     if crc_known is None:
         crc_known = np.zeros(len(c["offset"]), dtype=np.bool_)
-    out = decode(buf, base, c["offset"], c["sys_flag"], c["body_pos"], c["body_len"], c["topic_pos"],
-                 c["topic_len"], c["props_pos"], c["props_len"], crc_known, with_body, *_NAMES)
-    return dict(zip(COLUMNS, out))
+    pairs = int(c["props_len"].max(initial=0)) // 2 + 2     # a record's entries at most
+    scratch = (np.empty(pairs, np.int64), np.empty(pairs, np.int64), np.empty(pairs, np.bool_),
+               np.zeros(1, np.int64))
+    for worst_case in (False, True):
+        out = _allocate(c, with_body, worst_case)
+        used = decode(buf, base, c["offset"], c["sys_flag"], c["body_pos"], c["body_len"], c["topic_pos"],
+                      c["topic_len"], c["props_pos"], c["props_len"], crc_known, with_body, *_NAMES,
+                      *out.values(), *scratch)
+        if used[0] >= 0:
+            break
+    for names, count in zip(_USED, used):
+        for name in names:
+            out[name] = out[name][:count + 1 if name.endswith("_off") else count]
+    return out
+
+
+def warm_up() -> None:
+    """Load decode from the compile cache now, with the argument types of the real calls (a
+    read-only buf, as over a file mapping), so that its loading is timed as start-up."""
+    empty = {name: np.empty(0, dtype=np.int64) for name in ("offset", "sys_flag", "body_pos", "body_len",
+                                                           "topic_pos", "topic_len", "props_pos", "props_len")}
+    decode_columns(np.frombuffer(bytes(64), dtype=np.uint8), 0, empty, False, np.zeros(0, dtype=np.bool_))

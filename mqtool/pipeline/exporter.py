@@ -25,6 +25,17 @@ DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 FORMATS = ("parquet", "jsonl")
 
 
+def warm_up(fmt: str) -> None:
+    """Load what the local engine's export needs before it starts (the compiled kernels, and
+    pyarrow's Parquet writer), so that the export's own time is measured apart from it."""
+    from mqtool.native import columnar, fastscan
+
+    fastscan.warm_up()
+    columnar.warm_up()
+    if fmt == "parquet":
+        import pyarrow.parquet  # noqa: F401
+
+
 def escape_path_name(name: str | None) -> str:
     """A partition value as Spark writes it into a directory name."""
     if not name:
@@ -92,13 +103,29 @@ def pa_is_number(kind) -> bool:
     return t.is_integer(kind) or t.is_boolean(kind)
 
 
+CONSTANT_COLUMNS = ("broker", "store", "file")   # one value in all the rows of a file
+
+
+def parquet_schema(cols):
+    """The Arrow schema of export's Parquet files: arrow_schema, with the columns that hold one
+    value per file as dictionaries (pyarrow reads them back as dictionary<string>, Spark as
+    string): neither they nor the writer then handle a string per row."""
+    import pyarrow as pa
+
+    from mqtool.pipeline.arrow import arrow_schema
+
+    schema = arrow_schema(cols)
+    for name in CONSTANT_COLUMNS:
+        at = schema.get_field_index(name)
+        schema = schema.set(at, schema.field(at).with_type(pa.dictionary(pa.int32(), pa.string())))
+    return schema
+
+
 class _ParquetWriter:
     def __init__(self, path: Path, cols):
         import pyarrow.parquet as pq
 
-        from mqtool.pipeline.arrow import arrow_schema
-
-        self.schema = arrow_schema(cols)
+        self.schema = parquet_schema(cols)
         # dictionaries and min/max statistics where they pay: columns of few distinct values, and
         # numbers (a dictionary over msgId or propertiesString costs time and saves nothing)
         few = [n for n in self.schema.names if n in _FEW_VALUES]
@@ -139,9 +166,9 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
     pending: dict = {}   # topic -> (Arrow batches or row lists, rows)
     counts: dict = {None: 0}
     if fmt == "parquet":
-        from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow
+        from mqtool.pipeline.arrow import block_to_arrow, to_arrow
 
-        full_schema = arrow_schema(cols)
+        full_schema = parquet_schema(cols)
     else:
         from mqtool.forensics.blockjson import problems_fragments
 
