@@ -138,4 +138,5 @@ def run(argv=None) -> int:
 
 def main() -> None:
     heap.keep_freed_memory()
+    heap.fewer_collections()
     sys.exit(run())
