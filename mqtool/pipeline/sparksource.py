@@ -76,15 +76,54 @@ def _stores(options) -> list[pipeline.Store]:
     return pipeline.find_stores(paths, options.get("config"), settings)
 
 
-class _Reader(DataSourceReader):
-    """Shared by both sources: stores from the options, one partition per file.  This class has no
-    pushFilters: Spark refuses a reader that has one while spark.sql.python.filterPushdown.enabled
-    is off, and with it on Spark 4.1 to 4.3 reuse one query's pushed filters for later queries of
-    the same DataFrame (see _Pushdown)."""
+def _checked(fields, known, source: str) -> list[tuple[str, str]]:
+    """fields ((name, Spark SQL type) pairs) if every one is a column of the source, with its type."""
+    kinds = dict(known)
+    for name, kind in fields:
+        if name not in kinds:
+            raise UsageError(f'format("{source}") has no column {name!r}; its columns: {", ".join(kinds)}')
+        if kind != kinds[name]:
+            raise UsageError(f'format("{source}"): column {name!r} is {kinds[name]}, not {kind}')
+    return list(fields)
 
-    def __init__(self, options):
+
+def _schema(options, default, known, source: str) -> str:
+    """The source's schema as DDL: option("columns", "a,b") picks those columns (in that order), so
+    a query pays only for what it reads (PySpark's Python data sources get no column pruning)."""
+    names = options.get("columns")
+    if names is None:
+        return pipeline.ddl(default)
+    kinds = dict(known)
+    names = [n.strip() for n in names.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f'format("{source}"): option("columns") names no column; its columns: {", ".join(kinds)}')
+    return pipeline.ddl(_checked([(n, kinds.get(n)) for n in names], known, source))
+
+
+def _wanted(schema, known, source: str) -> list[tuple[str, str]]:
+    """The columns reader(schema) is asked for: the source's schema, option("columns")' or the
+    user's own (spark.read.schema("storeSize int")), which must name columns of the source."""
+    return _checked([(f.name, f.dataType.simpleString()) for f in schema.fields], known, source)
+
+
+class _Reader(DataSourceReader):
+    """Shared by both sources: stores from the options, one partition per file, rows of the columns
+    asked for (cols).  This class has no pushFilters: Spark refuses a reader that has one while
+    spark.sql.python.filterPushdown.enabled is off, and with it on Spark 4.1 to 4.3 reuse one
+    query's pushed filters for later queries of the same DataFrame (see _Pushdown)."""
+
+    def __init__(self, options, cols, full):
         self.stores = _stores(options)
         self.filters = pipeline.Filters()
+        self.cols = cols
+        names = [name for name, _ in full]
+        self.picks = None if cols == full else [names.index(name) for name, _ in cols]
+
+    def project(self, batch: list[tuple]) -> list[tuple]:
+        """Row tuples of every column cut down to the columns asked for."""
+        if self.picks is None:
+            return batch
+        return [tuple(row[i] for i in self.picks) for row in batch]
 
 
 class _Pushdown:
@@ -110,23 +149,29 @@ def _pushdown_wanted(options) -> bool:
 
 
 class CommitLogReader(_Reader):
-    def __init__(self, options):
-        super().__init__(options)
-        self.with_body = _flag(options, "withBody", False)
+    def __init__(self, options, cols):
+        self.with_body = any(name == pipeline.BODY_COLUMN[0] for name, _ in cols)
+        super().__init__(options, cols, pipeline.columns(self.with_body))
         self.with_problems = _flag(options, "problems", False)
         self.check_crc = _flag(options, "checkCrc", True)
+        self.rows = pipeline.BATCH_ROWS
 
     def partitions(self):
         return [InputPartition(p) for p in pipeline.commitlog_parts(self.stores, self.filters)]
 
     def read(self, partition):
-        """The columnar read path's Arrow batches as they are (pipeline.row_blocks)."""
+        """The columnar read path's Arrow batches as they are (pipeline.row_blocks), of the
+        columns asked for only (the kernels decode no more than those need)."""
         part = partition.value
-        schema = arrow_schema(pipeline.columns(self.with_body))
+        schema = arrow_schema(self.cols)
+        names = None if self.picks is None else [name for name, _ in self.cols]
         for piece in pipeline.row_blocks(part, self.filters, with_body=self.with_body,
                                          with_problems=self.with_problems, check_crc=self.check_crc,
-                                         rows=pipeline.BATCH_ROWS):
-            yield to_arrow(piece, schema) if isinstance(piece, list) else block_to_arrow(piece, part, schema)
+                                         rows=self.rows, columns=names):
+            if isinstance(piece, list):
+                yield to_arrow(self.project(piece), schema)
+            else:
+                yield block_to_arrow(piece, part, schema)
 
 
 class PushdownCommitLogReader(_Pushdown, CommitLogReader):
@@ -135,34 +180,40 @@ class PushdownCommitLogReader(_Pushdown, CommitLogReader):
 
 class RocketMQDataSource(DataSource):
     """format("rocketmq"): one row per commitlog record (see pipeline.columns).  Options:
+    columns ("a,b,...": only these columns, body among them if named; all but body by default),
     withBody (false), problems (false: also a row for each damaged stretch that is no record),
-    checkCrc (true), pushdown (false), config (a broker.conf), set (KEY=VALUE,...)."""
+    checkCrc (true), pushdown (false), config (a broker.conf), set (KEY=VALUE,...).  A schema
+    given with spark.read.schema(...) picks columns too."""
 
     @classmethod
     def name(cls):
         return FORMAT
 
     def schema(self):
-        return pipeline.ddl(pipeline.columns(_flag(self.options, "withBody", False)))
+        return _schema(self.options, pipeline.columns(_flag(self.options, "withBody", False)),
+                       pipeline.columns(True), FORMAT)
 
     def reader(self, schema):
         cls = PushdownCommitLogReader if _pushdown_wanted(self.options) else CommitLogReader
-        return cls(self.options)
+        return cls(self.options, _wanted(schema, pipeline.columns(True), FORMAT))
 
 
 class QueueReader(_Reader):
+    def __init__(self, options, cols):
+        super().__init__(options, cols, pipeline.CQ_COLUMNS)
+
     def partitions(self):
         return [InputPartition(p) for p in pipeline.queue_parts(self.stores, self.filters)]
 
     def read(self, partition):
-        schema = arrow_schema(pipeline.CQ_COLUMNS)
+        schema = arrow_schema(self.cols)
         f = self.filters
         lo, hi = f.offset_range
         for batch in pipeline.batches(pipeline.queue_rows(partition.value)):
             if lo is not None or hi is not None:
                 batch = [r for r in batch if f.offset_ok(r[7])]
             if batch:
-                yield to_arrow(batch, schema)
+                yield to_arrow(self.project(batch), schema)
 
 
 class PushdownQueueReader(_Pushdown, QueueReader):
@@ -171,17 +222,18 @@ class PushdownQueueReader(_Pushdown, QueueReader):
 
 class ConsumeQueueDataSource(DataSource):
     """format("rocketmq_cq"): one row per consume queue unit (see pipeline.CQ_COLUMNS).
-    Options: pushdown (false), config, set."""
+    Options: columns, pushdown (false), config, set."""
 
     @classmethod
     def name(cls):
         return CQ_FORMAT
 
     def schema(self):
-        return pipeline.ddl(pipeline.CQ_COLUMNS)
+        return _schema(self.options, pipeline.CQ_COLUMNS, pipeline.CQ_COLUMNS, CQ_FORMAT)
 
     def reader(self, schema):
-        return (PushdownQueueReader if _pushdown_wanted(self.options) else QueueReader)(self.options)
+        cls = PushdownQueueReader if _pushdown_wanted(self.options) else QueueReader
+        return cls(self.options, _wanted(schema, pipeline.CQ_COLUMNS, CQ_FORMAT))
 
 
 def register(spark) -> None:
@@ -278,13 +330,15 @@ class SparkEngine:
                 yield from results
 
     def read(self, stores, *, with_body: bool = False, with_problems: bool = False, check_crc: bool = True,
-             pushdown: bool = False):
+             pushdown: bool = False, columns=None):
         """The rocketmq DataFrame over these stores (pipeline.Store).  pushdown: only for a
-        DataFrame that serves one query (see _Pushdown)."""
+        DataFrame that serves one query (see _Pushdown).  columns: only these (names)."""
         reader = self.spark.read.format(FORMAT)
         for key, value in (("withBody", with_body), ("problems", with_problems), ("checkCrc", check_crc),
                            ("pushdown", pushdown)):
             reader = reader.option(key, str(value).lower())
+        if columns is not None:
+            reader = reader.option("columns", ",".join(columns))
         first = stores[0]
         if first.config_path:
             reader = reader.option("config", first.config_path)
