@@ -16,10 +16,13 @@ module unless `--engine spark` is asked for.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -106,6 +109,32 @@ def _wanted(schema, known, source: str) -> list[tuple[str, str]]:
     return _checked([(f.name, f.dataType.simpleString()) for f in schema.fields], known, source)
 
 
+_tasks = 0
+
+
+def _settle() -> None:
+    """Called as a task starts in a Python worker: at its second task, what the first one loaded
+    (modules, compiled kernels) is put out of the garbage collector's sight (the first task's own
+    objects are gone by then).  PySpark's reused workers run gc.collect() after every task, which
+    otherwise walks all of numba's and pyarrow's objects each time: about 70 ms a task here, more
+    than a 256 MiB file's read of a few columns."""
+    global _tasks
+    _tasks += 1
+    if _tasks == 2:
+        gc.freeze()
+
+
+class _Settled:
+    """scan(part), as a Spark task (see _settle)."""
+
+    def __init__(self, scan):
+        self.scan = scan
+
+    def __call__(self, part):
+        _settle()
+        return self.scan(part)
+
+
 class _Reader(DataSourceReader):
     """Shared by both sources: stores from the options, one partition per file, rows of the columns
     asked for (cols).  This class has no pushFilters: Spark refuses a reader that has one while
@@ -149,12 +178,13 @@ def _pushdown_wanted(options) -> bool:
 
 
 class CommitLogReader(_Reader):
-    def __init__(self, options, cols):
+    def __init__(self, options, cols=None):
+        if cols is None:    # every column (body with option withBody)
+            cols = pipeline.columns(_flag(options, "withBody", False))
         self.with_body = any(name == pipeline.BODY_COLUMN[0] for name, _ in cols)
         super().__init__(options, cols, pipeline.columns(self.with_body))
         self.with_problems = _flag(options, "problems", False)
         self.check_crc = _flag(options, "checkCrc", True)
-        self.rows = pipeline.BATCH_ROWS
 
     def partitions(self):
         return [InputPartition(p) for p in pipeline.commitlog_parts(self.stores, self.filters)]
@@ -162,12 +192,13 @@ class CommitLogReader(_Reader):
     def read(self, partition):
         """The columnar read path's Arrow batches as they are (pipeline.row_blocks), of the
         columns asked for only (the kernels decode no more than those need)."""
+        _settle()
         part = partition.value
         schema = arrow_schema(self.cols)
         names = None if self.picks is None else [name for name, _ in self.cols]
         for piece in pipeline.row_blocks(part, self.filters, with_body=self.with_body,
                                          with_problems=self.with_problems, check_crc=self.check_crc,
-                                         rows=self.rows, columns=names):
+                                         rows=pipeline.BATCH_ROWS, columns=names):
             if isinstance(piece, list):
                 yield to_arrow(self.project(piece), schema)
             else:
@@ -199,13 +230,14 @@ class RocketMQDataSource(DataSource):
 
 
 class QueueReader(_Reader):
-    def __init__(self, options, cols):
-        super().__init__(options, cols, pipeline.CQ_COLUMNS)
+    def __init__(self, options, cols=None):
+        super().__init__(options, cols or pipeline.CQ_COLUMNS, pipeline.CQ_COLUMNS)
 
     def partitions(self):
         return [InputPartition(p) for p in pipeline.queue_parts(self.stores, self.filters)]
 
     def read(self, partition):
+        _settle()
         schema = arrow_schema(self.cols)
         f = self.filters
         lo, hi = f.offset_range
@@ -246,6 +278,8 @@ def register(spark) -> None:
 def session(master: str | None = None, conf=()):
     """(SparkSession, created): the active session if there is one, else a new one on master
     (local[*] by default) with mqtool's data sources registered."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -259,23 +293,42 @@ def session(master: str | None = None, conf=()):
     if local:
         # Spark's Python workers are this interpreter, so they import this mqtool
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName("mqtool")
     log_conf = Path(__file__).with_name("spark-log4j2.properties")
-    builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
+    settings = SparkConf(loadDefaults=True).setMaster(master).setAppName("mqtool")
+    settings.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
     for key, value in {**SESSION_CONF, **(LOCAL_CONF if local else {})}.items():
-        builder = builder.config(key, value)
+        settings.set(key, value)
     for item in conf:
         key, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE")
-        builder = builder.config(key.strip(), value.strip())
+        settings.set(key.strip(), value.strip())
     try:
-        spark = builder.getOrCreate()
+        gateway = launch_gateway(settings, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr",
+                         daemon=True).start()
+        SparkContext(conf=settings, gateway=gateway)
+        spark = SparkSession.builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Java failing to start shows up as many error types
         raise UsageError(f"cannot start Spark ({master}): {exc}") from None
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark, True
+
+
+_JVM_NOTICE = b"WARNING: Using incubator modules"
+
+
+def _forward_stderr(stream) -> None:
+    """The JVM's stderr onto ours, less the notice Java prints for the jdk.incubator.vector module
+    Spark's launcher always adds (before any log setting can reach it)."""
+    for line in iter(stream.readline, b""):
+        if not line.startswith(_JVM_NOTICE):
+            try:
+                sys.stderr.write(line.decode("utf-8", "replace"))
+                sys.stderr.flush()
+            except (OSError, ValueError):   # our stderr is gone (the reader left, or we are exiting)
+                pass
 
 
 def _as_is(rows):
@@ -306,7 +359,7 @@ class SparkEngine:
         parts = list(parts)
         if not parts:
             return []
-        return self.spark.sparkContext.parallelize(parts, len(parts)).map(scan).collect()
+        return self.spark.sparkContext.parallelize(parts, len(parts)).map(_Settled(scan)).collect()
 
     def imap(self, scan, parts):
         """map() as a stream, for results too big to collect at once: the partitions run in waves
@@ -318,7 +371,7 @@ class SparkEngine:
         if not parts:
             return
         context = self.spark.sparkContext
-        rdd = context.parallelize(parts, len(parts)).map(scan)
+        rdd = context.parallelize(parts, len(parts)).map(_Settled(scan))
         step = max(1, self.cores)
         waves = [list(range(i, min(i + step, len(parts)))) for i in range(0, len(parts), step)]
         with ThreadPoolExecutor(1, thread_name_prefix="spark-wave") as submitter:
