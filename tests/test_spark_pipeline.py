@@ -228,6 +228,11 @@ def test_a_read_of_some_columns_gives_those_columns_of_the_full_read(spark, extr
     assert got["count(1)"] == len(records) + extra     # flipped-body-byte: records past the broker's cut too
     want = full.where("topic is not null").selectExpr("count(*)", "sum(storeSize)").collect()[0]
     assert (got["count(1)"], got["sum(storeSize)"]) == (want[0], want[1])
+    pushed = spark.read.format("rocketmq").option("pushdown", "true").option("columns", "topic,storeSize") \
+        .load(str(extracted("multifile"))).where("topic = 'OrderTopic'")
+    orders = [r for r in broker_records("multifile").values() if r["topic"] == "OrderTopic"]
+    assert pushed.selectExpr("count(*)", "sum(storeSize)").collect()[0][:] == \
+        (len(orders), sum(r["storeSize"] for r in orders))
     cq = spark.read.format("rocketmq_cq").option("columns", "topic,commitLogOffset").load(paths)
     assert cq.columns == ["topic", "commitLogOffset"]
     assert sorted(map(tuple, cq.collect())) == sorted(map(tuple, spark.read.format("rocketmq_cq").load(paths)

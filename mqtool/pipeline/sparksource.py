@@ -8,7 +8,9 @@ The data sources use the Python Data Source API (pyspark.sql.datasource, PySpark
 pipeline partition, and decoded in Spark's Python workers by the same
 generators `--engine local` runs (mqtool.pipeline.engines: the compiled columnar read
 path), handed to Spark as Arrow batches of a few thousand rows, so memory stays flat.  The workers import
-mqtool, so it must be installed where they run (see README.md).
+mqtool, so it must be installed where they run (see README.md).  PySpark tells Python data sources
+nothing of the columns a query reads: option("columns", "a,b") or a schema of the user's picks
+them, and the reader decodes and hands over only those.
 
 pyspark and pyarrow are imported here only; nothing else in mqtool imports this
 module unless `--engine spark` is asked for.
