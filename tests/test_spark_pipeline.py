@@ -8,6 +8,7 @@ without them fails here, loudly.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -250,6 +251,15 @@ def test_unknown_columns_are_a_clear_error(spark, extracted, how, message):
 
 
 # ------------------------------------------------------------------ per-file scans on Spark
+
+def test_reused_workers_keep_what_they_loaded_out_of_the_collectors_sight(engine, extracted):
+    """PySpark runs gc.collect() after every task of a reused worker; past its first task a
+    worker has frozen what it loaded (sparksource._settle), so that walks only the new objects."""
+    parts = pipeline.commitlog_parts(pipeline.find_stores([str(extracted("multifile"))]))
+    assert len(parts) > 2 * engine.cores
+    frozen = engine.map(lambda part: gc.get_freeze_count(), parts)
+    assert max(frozen) > 10_000    # modules, numba's and pyarrow's objects: far more than a task makes
+
 
 def test_map_runs_a_per_file_scan_like_the_local_walk(engine, extracted, engine_store):
     """SparkEngine.map (what verify-crc/rebuild-cq --engine spark will build on): per-file counts
