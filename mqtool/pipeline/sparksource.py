@@ -306,11 +306,12 @@ def session(master: str | None = None, conf=()):
             raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE")
         settings.set(key.strip(), value.strip())
     try:
-        gateway = launch_gateway(settings, popen_kwargs={"stderr": subprocess.PIPE})
-        threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr",
-                         daemon=True).start()
-        SparkContext(conf=settings, gateway=gateway)
-        spark = SparkSession.builder.getOrCreate()
+        if SparkContext._gateway is None:    # the JVM starts here (not again after a stop()): see _forward_stderr
+            gateway = launch_gateway(settings, popen_kwargs={"stderr": subprocess.PIPE})
+            threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr",
+                             daemon=True).start()
+            SparkContext(conf=settings, gateway=gateway)
+        spark = SparkSession.builder.config(conf=settings).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Java failing to start shows up as many error types
         raise UsageError(f"cannot start Spark ({master}): {exc}") from None
     spark.sparkContext.setLogLevel("ERROR")
