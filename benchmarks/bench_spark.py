@@ -10,7 +10,10 @@ row (the columns of the rocketmq data source, bodies left out) by:
 - the local engine: pipeline.LocalEngine(), a process per core (`--engine local`);
 - Spark map: SparkEngine.map, the same per-partition work as Spark tasks;
 - Spark DataFrame: spark.read.format("rocketmq") with count(*) and sum(storeSize),
-  i.e. the data source, its Arrow batches and Spark's aggregation.
+  i.e. the data source, its Arrow batches and Spark's aggregation;
+- the local engine and the Spark DataFrame again reading only storeSize
+  (count_rows(columns=...), option("columns", "storeSize")): the same count and
+  sum over every row, the way to run such a query on Spark.
 
 Then verify-crc --scope commitlog (every record and body CRC) in one process, in a
 process per core and on Spark, and rebuild-cq (consume queues, written by this
@@ -25,6 +28,8 @@ asserted; the exit status is non-zero only if a run reads a wrong count.
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,25 +74,37 @@ def main(argv=None) -> int:
     stores = pipeline.find_stores([str(root)])
     parts = pipeline.commitlog_parts(stores)
     print(f"store {root.name}: {storegen.format_size(data)} of commitlog in {len(parts)} files "
-          f"({storegen.format_size(args.file_size)} each), {records:,} records")
+          f"({storegen.format_size(args.file_size)} each), {records:,} records; "
+          f"load average {os.getloadavg()[0]:.1f}")
 
     rows = []
     status = 0
+    sizes = set()    # sum(storeSize) of every variant: one value, or a variant is wrong
 
-    def record(name, cores, wall, count):
+    def record(name, cores, wall, count, size=None):
         nonlocal status
         ok = count == records
+        if size is not None:
+            sizes.add(size)
+            ok = ok and len(sizes) == 1
         status |= not ok
         rows.append((name, cores, wall, count))
-        print(f"  {name:<28} {cores:>2} core(s) {wall:8.2f} s {records / wall:12,.0f} records/s "
-              f"{data / wall / MB:8.1f} MB/s" + ("" if ok else f"   WRONG COUNT {count:,}"), flush=True)
+        print(f"  {name:<36} {cores:>2} core(s) {wall:8.2f} s {records / wall:12,.0f} records/s "
+              f"{data / wall / MB:8.1f} MB/s" + ("" if ok else f"   WRONG COUNT {count:,} OR SUM {size}"),
+              flush=True)
+
+    def totals(result):
+        return sum(n for n, _ in result), sum(b for _, b in result)
 
     one = pipeline.LocalEngine(1)
     wall, result = timed(lambda: one.map(pipeline.count_rows, parts), args.repeat)
-    record("one Python process", 1, wall, sum(n for n, _ in result))
+    record("one Python process", 1, wall, *totals(result))
     local = pipeline.LocalEngine()
     wall, result = timed(lambda: local.map(pipeline.count_rows, parts), args.repeat)
-    record("local engine", local.cores, wall, sum(n for n, _ in result))
+    record("local engine", local.cores, wall, *totals(result))
+    pruned = functools.partial(pipeline.count_rows, columns=["storeSize"])
+    wall, result = timed(lambda: local.map(pruned, parts), args.repeat)
+    record("local engine, storeSize only", local.cores, wall, *totals(result))
 
     from mqtool.pipeline.sparksource import SparkEngine
 
@@ -97,20 +114,31 @@ def main(argv=None) -> int:
     try:
         spark.map(pipeline.count_rows, parts[:spark.cores])   # start the Python workers once (kernels loaded)
         wall, result = timed(lambda: spark.map(pipeline.count_rows, parts), args.repeat)
-        record("Spark map (same scan)", spark.cores, wall, sum(n for n, _ in result))
+        record("Spark map (same scan)", spark.cores, wall, *totals(result))
 
-        def dataframe():
-            row = spark.read(stores).selectExpr("count(*) as n", "sum(storeSize) as bytes").collect()[0]
-            return row["n"]
+        def dataframe(columns=None):
+            df = spark.read(stores, columns=columns)
+            row = df.selectExpr("count(*) as n", "sum(storeSize) as bytes").collect()[0]
+            return row["n"], row["bytes"]
 
         started = time.perf_counter()
         dataframe()     # its Python workers load the compiled kernels, the JVM compiles the query
         print(f"  (Spark DataFrame warm-up run {time.perf_counter() - started:.1f} s, not counted)")
-        wall, count = timed(dataframe, args.repeat)
-        record("Spark DataFrame (rocketmq)", spark.cores, wall, count)
+        wall, result = timed(dataframe, args.repeat)
+        record("Spark DataFrame (rocketmq)", spark.cores, wall, *result)
+        dataframe(["storeSize"])
+        wall, result = timed(lambda: dataframe(["storeSize"]), args.repeat)
+        record("Spark DataFrame, storeSize only", spark.cores, wall, *result)
         base = rows[0][2]
         print("  speed-up over one Python process: "
               + ", ".join(f"{name} {base / wall:.2f}x" for name, _, wall, _ in rows[1:]))
+        walls = {name: wall for name, _, wall, _ in rows}
+        print(f"  Spark DataFrame against the local engine: all columns "
+              f"{walls['local engine'] / walls['Spark DataFrame (rocketmq)']:.2f}x, storeSize only "
+              f"{walls['local engine, storeSize only'] / walls['Spark DataFrame, storeSize only']:.2f}x "
+              f"(against the local engine building every column: "
+              f"{walls['local engine'] / walls['Spark DataFrame, storeSize only']:.2f}x); "
+              f"load average {os.getloadavg()[0]:.1f}")
 
         layout = stores[0].layout()
         rows.clear()

@@ -8,6 +8,7 @@ without them fails here, loudly.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -210,7 +211,55 @@ def test_without_pushdown_a_dataframe_can_be_queried_again(spark, extracted):
     assert spark.sql("select count(*) from multifile").collect()[0][0] == len(broker_records("multifile"))
 
 
+def test_a_read_of_some_columns_gives_those_columns_of_the_full_read(spark, extracted):
+    """option("columns") and a schema given to spark.read pick columns (PySpark tells Python data
+    sources nothing of what a query reads): the same rows, fewer columns."""
+    paths = stores_arg(extracted, ["multifile", *DAMAGED])
+    full = spark.read.format("rocketmq").option("problems", "true").option("withBody", "true").load(paths)
+    key = lambda r: (r["broker"], r["file"], r["fileOffset"])  # noqa: E731
+    for names in (["broker", "file", "fileOffset", "storeSize", "topic", "ok", "problems", "sysFlagText"],
+                  ["tags", "body", "fileOffset", "broker", "file", "bodyCRCRecomputed"]):
+        df = spark.read.format("rocketmq").option("problems", "true").option("columns", ", ".join(names)).load(paths)
+        assert df.columns == names
+        assert sorted(rows_of(df), key=key) == sorted(rows_of(full.select(*names)), key=key)
+    by_schema = spark.read.format("rocketmq").schema("storeSize INT, commitLogOffset BIGINT").load(paths)
+    got = by_schema.groupBy().agg({"*": "count", "storeSize": "sum"}).collect()[0]
+    records = [r for name in ["multifile", *DAMAGED] for r in broker_records(name).values()]
+    extra = fixture_summary("flipped-body-byte")["messagesWritten"] - len(broker_records("flipped-body-byte"))
+    assert got["count(1)"] == len(records) + extra     # flipped-body-byte: records past the broker's cut too
+    want = full.where("topic is not null").selectExpr("count(*)", "sum(storeSize)").collect()[0]
+    assert (got["count(1)"], got["sum(storeSize)"]) == (want[0], want[1])
+    pushed = spark.read.format("rocketmq").option("pushdown", "true").option("columns", "topic,storeSize") \
+        .load(str(extracted("multifile"))).where("topic = 'OrderTopic'")
+    orders = [r for r in broker_records("multifile").values() if r["topic"] == "OrderTopic"]
+    assert pushed.selectExpr("count(*)", "sum(storeSize)").collect()[0][:] == \
+        (len(orders), sum(r["storeSize"] for r in orders))
+    cq = spark.read.format("rocketmq_cq").option("columns", "topic,commitLogOffset").load(paths)
+    assert cq.columns == ["topic", "commitLogOffset"]
+    assert sorted(map(tuple, cq.collect())) == sorted(map(tuple, spark.read.format("rocketmq_cq").load(paths)
+                                                          .select("topic", "commitLogOffset").collect()))
+
+
+@pytest.mark.parametrize("how, message", [
+    (lambda r: r.option("columns", "topic,nope"), "has no column 'nope'"),
+    (lambda r: r.option("columns", " , "), "names no column"),
+    (lambda r: r.schema("storeSize bigint"), "column 'storeSize' is int, not bigint"),
+])
+def test_unknown_columns_are_a_clear_error(spark, extracted, how, message):
+    with pytest.raises(Exception, match=message):
+        how(spark.read.format("rocketmq")).load(str(extracted("basic"))).collect()
+
+
 # ------------------------------------------------------------------ per-file scans on Spark
+
+def test_reused_workers_keep_what_they_loaded_out_of_the_collectors_sight(engine, extracted):
+    """PySpark runs gc.collect() after every task of a reused worker; past its first task a
+    worker has frozen what it loaded (sparksource._settle), so that walks only the new objects."""
+    parts = pipeline.commitlog_parts(pipeline.find_stores([str(extracted("multifile"))]))
+    assert len(parts) > 2 * engine.cores
+    frozen = engine.map(lambda part: gc.get_freeze_count(), parts)
+    assert max(frozen) > 10_000    # modules, numba's and pyarrow's objects: far more than a task makes
+
 
 def test_map_runs_a_per_file_scan_like_the_local_walk(engine, extracted, engine_store):
     """SparkEngine.map (what verify-crc/rebuild-cq --engine spark will build on): per-file counts

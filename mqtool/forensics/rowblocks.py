@@ -189,11 +189,7 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
     c = chunk.columns
     d = columnar.decode_columns(chunk.buf, base, c, with_body, c["crc_ok"] if check_crc else None)
     sf = c["sys_flag"]
-    tx = sf & sysflag.TRANSACTION_MASK
     problems = problems_of(c, d["stored_crc"], d["computed_crc"], check_crc)
-    ok = np.ones(chunk.count, dtype=np.bool_)
-    if problems:
-        ok[list(problems)] = False
     numbers = {
         "fileOffset": c["offset"] - base, "queueId": c["queue_id"].astype(np.int32),
         "queueOffset": c["queue_offset"], "commitLogOffset": c["offset"], "physicalOffset": c["physical"],
@@ -204,8 +200,7 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
         "reconsumeTimes": d["reconsume"], "preparedTransactionOffset": d["prepared"],
         "bodyLength": c["body_len"].astype(np.int32),
         "tagsCode": tags_codes(chunk, c, d, names, base, delay_levels),
-        "dispatchedToConsumeQueue": (tx == sysflag.TRANSACTION_NOT_TYPE) | (tx == sysflag.TRANSACTION_COMMIT),
-        "ok": ok,
+        "dispatchedToConsumeQueue": _dispatched(sf), "ok": _ok(chunk.count, problems),
     }
     texts = {
         "topic": (d["topic_off"], d["topic_data"], None),
@@ -222,6 +217,53 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
         texts["body"] = (d["body_off"], d["body_data"], None)
     props = (d["map_off"], d["key_off"], d["key_data"], d["val_off"], d["val_data"])
     return Block(chunk.count, chunk.path, numbers, texts, props, problems, c["topic_hash"])
+
+
+# The row columns a chunk's scan gives without decoding its records (what a query of only these
+# needs skips columnar.decode_columns; the rows are the same, their checks too).
+SCANNED = frozenset({
+    "broker", "store", "file", "fileOffset", "topic", "queueId", "queueOffset", "commitLogOffset",
+    "physicalOffset", "storeSize", "magicCode", "version", "sysFlag", "sysFlagText", "storeTimestamp",
+    "bodyLength", "dispatchedToConsumeQueue", "ok", "problems",
+})
+
+
+def scanned_block(chunk, base: int, columns, *, keep=None, check_crc: bool = True, names: dict | None = None) -> Block:
+    """block() holding only `columns` (all in SCANNED), from the scan's columns: no record is
+    decoded but those that may fail a check (chunk_problems)."""
+    names = names or topic_names(chunk)
+    if keep is not None:
+        chunk = chunk.take(keep)
+    c = chunk.columns
+    wanted = set(columns)
+    problems = chunk_problems(chunk, base, check_crc) if wanted & {"ok", "problems"} else {}
+    make = {
+        "fileOffset": lambda: c["offset"] - base, "queueId": lambda: c["queue_id"].astype(np.int32),
+        "queueOffset": lambda: c["queue_offset"], "commitLogOffset": lambda: c["offset"],
+        "physicalOffset": lambda: c["physical"], "storeSize": lambda: c["size"].astype(np.int32),
+        "version": lambda: np.where(c["magic"] == fmt.MAGIC_V2, 2, 1).astype(np.int32),
+        "sysFlag": lambda: c["sys_flag"].astype(np.int32), "storeTimestamp": lambda: c["store_ts"],
+        "bodyLength": lambda: c["body_len"].astype(np.int32),
+        "dispatchedToConsumeQueue": lambda: _dispatched(c["sys_flag"]),
+        "ok": lambda: _ok(chunk.count, problems),
+    }
+    numbers = {name: build() for name, build in make.items() if name in wanted}
+    describe = {"topic": ("topic_hash", names.__getitem__), "magicCode": ("magic", lambda m: f"0x{m:08X}"),
+                "sysFlagText": ("sys_flag", sysflag.describe)}
+    texts = {name: _few(c[column], how) for name, (column, how) in describe.items() if name in wanted}
+    return Block(chunk.count, chunk.path, numbers, texts, (None,) * 5, problems, c["topic_hash"])
+
+
+def _dispatched(sys_flag):
+    tx = sys_flag & sysflag.TRANSACTION_MASK
+    return (tx == sysflag.TRANSACTION_NOT_TYPE) | (tx == sysflag.TRANSACTION_COMMIT)
+
+
+def _ok(n: int, problems: dict):
+    ok = np.ones(n, dtype=np.bool_)
+    if problems:
+        ok[list(problems)] = False
+    return ok
 
 
 def row_ranges(chunk, with_body: bool, rows: int, max_bytes: int = 64 << 20):
@@ -242,13 +284,19 @@ def row_ranges(chunk, with_body: bool, rows: int, max_bytes: int = 64 << 20):
 
 
 def blocks(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, with_body: bool = False,
-           rows: int = 16384):
+           rows: int = 16384, columns=None):
     """The Blocks of a chunk's records (those where keep is true), at most `rows` each (see
-    row_ranges), in order."""
+    row_ranges), in order.  columns: the row columns wanted (None: all of them); when the scan
+    gives them all (SCANNED), the blocks hold only those and the records are not decoded."""
     names = topic_names(chunk)
+    scanned = columns is not None and SCANNED.issuperset(columns)
     for lo, hi in row_ranges(chunk, with_body, rows):
         mask = np.zeros(chunk.count, dtype=np.bool_)
         mask[lo:hi] = True if keep is None else keep[lo:hi]
         if not mask.any():
             continue
-        yield block(chunk, base, delay_levels, keep=mask, check_crc=check_crc, with_body=with_body, names=names)
+        if scanned:
+            yield scanned_block(chunk, base, columns, keep=mask, check_crc=check_crc, names=names)
+        else:
+            yield block(chunk, base, delay_levels, keep=mask, check_crc=check_crc, with_body=with_body,
+                        names=names)

@@ -305,10 +305,11 @@ BLOCK_ROWS = 8192      # rows a block at most, and records a scanned chunk (its 
 
 
 def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body: bool = False,
-               with_problems: bool = False, check_crc: bool = True, rows: int = BLOCK_ROWS):
+               with_problems: bool = False, check_crc: bool = True, rows: int = BLOCK_ROWS, columns=None):
     """rows() compiled: the same rows in the same order, as rowblocks.Block for runs of records
     (at most `rows` each) and lists of row tuples for the rest (problem rows, and a record the
-    kernels leave to the reference decoder)."""
+    kernels leave to the reference decoder).  columns: the names a reader needs (None: all); the
+    blocks may then hold only those (rowblocks.blocks), the row tuples still hold every column."""
     from mqtool.forensics import rowblocks
     from mqtool.native import fastscan
 
@@ -322,7 +323,7 @@ def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body
                 pending = []
             keep = rowblocks.keep_mask(entry, filters)
             yield from rowblocks.blocks(entry, part.file_from, part.delay_levels, keep=keep, check_crc=check_crc,
-                                        with_body=with_body, rows=rows)
+                                        with_body=with_body, rows=rows, columns=columns)
         elif isinstance(entry, Record):
             if filters.record_ok(entry):
                 pending.append(record_row(part, entry, commitlog.record_problems(entry, check_crc), with_body))
@@ -419,12 +420,14 @@ def count_entries(part: CommitLogPart, check_crc: bool = True) -> FileCounts:
     return counts
 
 
-def count_rows(part: CommitLogPart, filters: Filters | None = None, with_body: bool = False) -> tuple[int, int]:
+def count_rows(part: CommitLogPart, filters: Filters | None = None, with_body: bool = False,
+               columns=None) -> tuple[int, int]:
     """(rows, storeSize bytes) of one partition, building every row on the columnar read path, as
-    export and the Spark source do (the benchmark's unit of work)."""
+    export and the Spark source do (the benchmark's unit of work); columns as in row_blocks
+    (the rows with only storeSize: what a pruned read of the Spark source does)."""
     n = size = 0
     at = len(LOCATION_COLUMNS) + _FIELD_NAMES.index("storeSize")
-    for piece in row_blocks(part, filters, with_body=with_body):
+    for piece in row_blocks(part, filters, with_body=with_body, columns=columns):
         if isinstance(piece, list):
             n += len(piece)
             size += sum(row[at] for row in piece)

@@ -8,7 +8,9 @@ The data sources use the Python Data Source API (pyspark.sql.datasource, PySpark
 pipeline partition, and decoded in Spark's Python workers by the same
 generators `--engine local` runs (mqtool.pipeline.engines: the compiled columnar read
 path), handed to Spark as Arrow batches of a few thousand rows, so memory stays flat.  The workers import
-mqtool, so it must be installed where they run (see README.md).
+mqtool, so it must be installed where they run (see README.md).  PySpark tells Python data sources
+nothing of the columns a query reads: option("columns", "a,b") or a schema of the user's picks
+them, and the reader decodes and hands over only those.
 
 pyspark and pyarrow are imported here only; nothing else in mqtool imports this
 module unless `--engine spark` is asked for.
@@ -16,10 +18,13 @@ module unless `--engine spark` is asked for.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -76,15 +81,80 @@ def _stores(options) -> list[pipeline.Store]:
     return pipeline.find_stores(paths, options.get("config"), settings)
 
 
-class _Reader(DataSourceReader):
-    """Shared by both sources: stores from the options, one partition per file.  This class has no
-    pushFilters: Spark refuses a reader that has one while spark.sql.python.filterPushdown.enabled
-    is off, and with it on Spark 4.1 to 4.3 reuse one query's pushed filters for later queries of
-    the same DataFrame (see _Pushdown)."""
+def _checked(fields, known, source: str) -> list[tuple[str, str]]:
+    """fields ((name, Spark SQL type) pairs) if every one is a column of the source, with its type."""
+    kinds = dict(known)
+    for name, kind in fields:
+        if name not in kinds:
+            raise UsageError(f'format("{source}") has no column {name!r}; its columns: {", ".join(kinds)}')
+        if kind != kinds[name]:
+            raise UsageError(f'format("{source}"): column {name!r} is {kinds[name]}, not {kind}')
+    return list(fields)
 
-    def __init__(self, options):
+
+def _schema(options, default, known, source: str) -> str:
+    """The source's schema as DDL: option("columns", "a,b") picks those columns (in that order), so
+    a query pays only for what it reads (PySpark's Python data sources get no column pruning)."""
+    names = options.get("columns")
+    if names is None:
+        return pipeline.ddl(default)
+    kinds = dict(known)
+    names = [n.strip() for n in names.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f'format("{source}"): option("columns") names no column; its columns: {", ".join(kinds)}')
+    return pipeline.ddl(_checked([(n, kinds.get(n)) for n in names], known, source))
+
+
+def _wanted(schema, known, source: str) -> list[tuple[str, str]]:
+    """The columns reader(schema) is asked for: the source's schema, option("columns")' or the
+    user's own (spark.read.schema("storeSize int")), which must name columns of the source."""
+    return _checked([(f.name, f.dataType.simpleString()) for f in schema.fields], known, source)
+
+
+_tasks = 0
+
+
+def _settle() -> None:
+    """Called as a task starts in a Python worker: at its second task, what the first one loaded
+    (modules, compiled kernels) is put out of the garbage collector's sight (the first task's own
+    objects are gone by then).  PySpark's reused workers run gc.collect() after every task, which
+    otherwise walks all of numba's and pyarrow's objects each time: about 70 ms a task here, more
+    than a 256 MiB file's read of a few columns."""
+    global _tasks
+    _tasks += 1
+    if _tasks == 2:
+        gc.freeze()
+
+
+class _Settled:
+    """scan(part), as a Spark task (see _settle)."""
+
+    def __init__(self, scan):
+        self.scan = scan
+
+    def __call__(self, part):
+        _settle()
+        return self.scan(part)
+
+
+class _Reader(DataSourceReader):
+    """Shared by both sources: stores from the options, one partition per file, rows of the columns
+    asked for (cols).  This class has no pushFilters: Spark refuses a reader that has one while
+    spark.sql.python.filterPushdown.enabled is off, and with it on Spark 4.1 to 4.3 reuse one
+    query's pushed filters for later queries of the same DataFrame (see _Pushdown)."""
+
+    def __init__(self, options, cols, full):
         self.stores = _stores(options)
         self.filters = pipeline.Filters()
+        self.cols = cols
+        names = [name for name, _ in full]
+        self.picks = None if cols == full else [names.index(name) for name, _ in cols]
+
+    def project(self, batch: list[tuple]) -> list[tuple]:
+        """Row tuples of every column cut down to the columns asked for."""
+        if self.picks is None:
+            return batch
+        return [tuple(row[i] for i in self.picks) for row in batch]
 
 
 class _Pushdown:
@@ -110,9 +180,11 @@ def _pushdown_wanted(options) -> bool:
 
 
 class CommitLogReader(_Reader):
-    def __init__(self, options):
-        super().__init__(options)
-        self.with_body = _flag(options, "withBody", False)
+    def __init__(self, options, cols=None):
+        if cols is None:    # every column (body with option withBody)
+            cols = pipeline.columns(_flag(options, "withBody", False))
+        self.with_body = any(name == pipeline.BODY_COLUMN[0] for name, _ in cols)
+        super().__init__(options, cols, pipeline.columns(self.with_body))
         self.with_problems = _flag(options, "problems", False)
         self.check_crc = _flag(options, "checkCrc", True)
 
@@ -120,13 +192,19 @@ class CommitLogReader(_Reader):
         return [InputPartition(p) for p in pipeline.commitlog_parts(self.stores, self.filters)]
 
     def read(self, partition):
-        """The columnar read path's Arrow batches as they are (pipeline.row_blocks)."""
+        """The columnar read path's Arrow batches as they are (pipeline.row_blocks), of the
+        columns asked for only (the kernels decode no more than those need)."""
+        _settle()
         part = partition.value
-        schema = arrow_schema(pipeline.columns(self.with_body))
+        schema = arrow_schema(self.cols)
+        names = None if self.picks is None else [name for name, _ in self.cols]
         for piece in pipeline.row_blocks(part, self.filters, with_body=self.with_body,
                                          with_problems=self.with_problems, check_crc=self.check_crc,
-                                         rows=pipeline.BATCH_ROWS):
-            yield to_arrow(piece, schema) if isinstance(piece, list) else block_to_arrow(piece, part, schema)
+                                         rows=pipeline.BATCH_ROWS, columns=names):
+            if isinstance(piece, list):
+                yield to_arrow(self.project(piece), schema)
+            else:
+                yield block_to_arrow(piece, part, schema)
 
 
 class PushdownCommitLogReader(_Pushdown, CommitLogReader):
@@ -135,34 +213,41 @@ class PushdownCommitLogReader(_Pushdown, CommitLogReader):
 
 class RocketMQDataSource(DataSource):
     """format("rocketmq"): one row per commitlog record (see pipeline.columns).  Options:
+    columns ("a,b,...": only these columns, body among them if named; all but body by default),
     withBody (false), problems (false: also a row for each damaged stretch that is no record),
-    checkCrc (true), pushdown (false), config (a broker.conf), set (KEY=VALUE,...)."""
+    checkCrc (true), pushdown (false), config (a broker.conf), set (KEY=VALUE,...).  A schema
+    given with spark.read.schema(...) picks columns too."""
 
     @classmethod
     def name(cls):
         return FORMAT
 
     def schema(self):
-        return pipeline.ddl(pipeline.columns(_flag(self.options, "withBody", False)))
+        return _schema(self.options, pipeline.columns(_flag(self.options, "withBody", False)),
+                       pipeline.columns(True), FORMAT)
 
     def reader(self, schema):
         cls = PushdownCommitLogReader if _pushdown_wanted(self.options) else CommitLogReader
-        return cls(self.options)
+        return cls(self.options, _wanted(schema, pipeline.columns(True), FORMAT))
 
 
 class QueueReader(_Reader):
+    def __init__(self, options, cols=None):
+        super().__init__(options, cols or pipeline.CQ_COLUMNS, pipeline.CQ_COLUMNS)
+
     def partitions(self):
         return [InputPartition(p) for p in pipeline.queue_parts(self.stores, self.filters)]
 
     def read(self, partition):
-        schema = arrow_schema(pipeline.CQ_COLUMNS)
+        _settle()
+        schema = arrow_schema(self.cols)
         f = self.filters
         lo, hi = f.offset_range
         for batch in pipeline.batches(pipeline.queue_rows(partition.value)):
             if lo is not None or hi is not None:
                 batch = [r for r in batch if f.offset_ok(r[7])]
             if batch:
-                yield to_arrow(batch, schema)
+                yield to_arrow(self.project(batch), schema)
 
 
 class PushdownQueueReader(_Pushdown, QueueReader):
@@ -171,17 +256,18 @@ class PushdownQueueReader(_Pushdown, QueueReader):
 
 class ConsumeQueueDataSource(DataSource):
     """format("rocketmq_cq"): one row per consume queue unit (see pipeline.CQ_COLUMNS).
-    Options: pushdown (false), config, set."""
+    Options: columns, pushdown (false), config, set."""
 
     @classmethod
     def name(cls):
         return CQ_FORMAT
 
     def schema(self):
-        return pipeline.ddl(pipeline.CQ_COLUMNS)
+        return _schema(self.options, pipeline.CQ_COLUMNS, pipeline.CQ_COLUMNS, CQ_FORMAT)
 
     def reader(self, schema):
-        return (PushdownQueueReader if _pushdown_wanted(self.options) else QueueReader)(self.options)
+        cls = PushdownQueueReader if _pushdown_wanted(self.options) else QueueReader
+        return cls(self.options, _wanted(schema, pipeline.CQ_COLUMNS, CQ_FORMAT))
 
 
 def register(spark) -> None:
@@ -194,6 +280,8 @@ def register(spark) -> None:
 def session(master: str | None = None, conf=()):
     """(SparkSession, created): the active session if there is one, else a new one on master
     (local[*] by default) with mqtool's data sources registered."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -207,23 +295,43 @@ def session(master: str | None = None, conf=()):
     if local:
         # Spark's Python workers are this interpreter, so they import this mqtool
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName("mqtool")
     log_conf = Path(__file__).with_name("spark-log4j2.properties")
-    builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
+    settings = SparkConf(loadDefaults=True).setMaster(master).setAppName("mqtool")
+    settings.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
     for key, value in {**SESSION_CONF, **(LOCAL_CONF if local else {})}.items():
-        builder = builder.config(key, value)
+        settings.set(key, value)
     for item in conf:
         key, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE")
-        builder = builder.config(key.strip(), value.strip())
+        settings.set(key.strip(), value.strip())
     try:
-        spark = builder.getOrCreate()
+        if SparkContext._gateway is None:    # the JVM starts here (not again after a stop()): see _forward_stderr
+            gateway = launch_gateway(settings, popen_kwargs={"stderr": subprocess.PIPE})
+            threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr",
+                             daemon=True).start()
+            SparkContext(conf=settings, gateway=gateway)
+        spark = SparkSession.builder.config(conf=settings).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Java failing to start shows up as many error types
         raise UsageError(f"cannot start Spark ({master}): {exc}") from None
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark, True
+
+
+_JVM_NOTICE = b"WARNING: Using incubator modules"
+
+
+def _forward_stderr(stream) -> None:
+    """The JVM's stderr onto ours, less the notice Java prints for the jdk.incubator.vector module
+    Spark's launcher always adds (before any log setting can reach it)."""
+    for line in iter(stream.readline, b""):
+        if not line.startswith(_JVM_NOTICE):
+            try:
+                sys.stderr.write(line.decode("utf-8", "replace"))
+                sys.stderr.flush()
+            except (OSError, ValueError):   # our stderr is gone (the reader left, or we are exiting)
+                pass
 
 
 def _as_is(rows):
@@ -254,7 +362,7 @@ class SparkEngine:
         parts = list(parts)
         if not parts:
             return []
-        return self.spark.sparkContext.parallelize(parts, len(parts)).map(scan).collect()
+        return self.spark.sparkContext.parallelize(parts, len(parts)).map(_Settled(scan)).collect()
 
     def imap(self, scan, parts):
         """map() as a stream, for results too big to collect at once: the partitions run in waves
@@ -266,7 +374,7 @@ class SparkEngine:
         if not parts:
             return
         context = self.spark.sparkContext
-        rdd = context.parallelize(parts, len(parts)).map(scan)
+        rdd = context.parallelize(parts, len(parts)).map(_Settled(scan))
         step = max(1, self.cores)
         waves = [list(range(i, min(i + step, len(parts)))) for i in range(0, len(parts), step)]
         with ThreadPoolExecutor(1, thread_name_prefix="spark-wave") as submitter:
@@ -278,13 +386,15 @@ class SparkEngine:
                 yield from results
 
     def read(self, stores, *, with_body: bool = False, with_problems: bool = False, check_crc: bool = True,
-             pushdown: bool = False):
+             pushdown: bool = False, columns=None):
         """The rocketmq DataFrame over these stores (pipeline.Store).  pushdown: only for a
-        DataFrame that serves one query (see _Pushdown)."""
+        DataFrame that serves one query (see _Pushdown).  columns: only these (names)."""
         reader = self.spark.read.format(FORMAT)
         for key, value in (("withBody", with_body), ("problems", with_problems), ("checkCrc", check_crc),
                            ("pushdown", pushdown)):
             reader = reader.option(key, str(value).lower())
+        if columns is not None:
+            reader = reader.option("columns", ",".join(columns))
         first = stores[0]
         if first.config_path:
             reader = reader.option("config", first.config_path)
