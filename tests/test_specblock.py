@@ -216,3 +216,36 @@ def test_a_bad_line_among_fast_ones(bad, message, tmp_path, run_cli):
     result = run_cli("append", tmp_path / "s", "--input", spec_file, "--batch", "20")
     assert result.code == 2 and message in result.err, result.err
     assert "input lines 1-40 were stored (40 puts)" in result.err
+
+
+@pytest.mark.parametrize("count", [1, 20])     # one line: the per-line path; 20: a run of fast lines
+@pytest.mark.parametrize("field,value,message", [
+    ("bornHost", "", "bornHost must be host:port, not ''"),
+    ("bornHost", "  ", "bornHost must be host:port"),
+    ("flag", 1.5, "flag must be a whole number"),
+    ("flag", "7", "flag must be a whole number"),
+    ("flag", True, "flag must be a whole number"),
+    ("flag", 1 << 32, "flag must be a whole number"),
+])
+def test_a_bad_first_batch_stores_nothing_and_names_the_line(count, field, value, message, tmp_path, run_cli):
+    """Every line's numbers and host are checked before the store is touched (exit 2, not an
+    internal error half-way through the write); an empty bornHost is not a host."""
+    spec_file = tmp_path / "in.jsonl"
+    spec_file.write_text("".join(json.dumps({"topic": "T", "body": "x", field: value}) + "\n" for _ in range(count)))
+    result = run_cli("append", tmp_path / "s", "--input", spec_file)
+    assert result.code == 2 and f"input line 1: {message}" in result.err, result.err
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_largest_unsigned_flag_is_stored_as_javas_int(tmp_path, run_cli):
+    spec_file = tmp_path / "in.jsonl"
+    spec_file.write_text(json.dumps({"topic": "T", "body": "x", "flag": (1 << 32) - 1}) + "\n")
+    assert run_cli("append", tmp_path / "s", "--input", spec_file).code == 0
+    rows = [r for r in run_cli("dump", tmp_path / "s", "commitlog", "--json").json_lines() if r["type"] == "message"]
+    assert [r["flag"] for r in rows] == [-1]
+
+
+def test_an_empty_born_host_option_is_refused(tmp_path, run_cli):
+    result = run_cli("append", tmp_path / "s", "--topic", "T", "--body", "x", "--born-host", "")
+    assert result.code == 2 and "bornHost" in result.err
+    assert not (tmp_path / "s").exists()

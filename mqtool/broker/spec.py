@@ -68,9 +68,11 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
         raise SpecError(line, f"unknown field(s): {', '.join(sorted(unknown))}")
     if not isinstance(spec.get("topic"), str):
         raise SpecError(line, "topic is required")
+    if "bornHost" in spec and not (isinstance(spec["bornHost"], str) and spec["bornHost"].strip()):
+        raise SpecError(line, f"bornHost must be host:port, not {spec['bornHost']!r}")
     if send_forbidden(spec["topic"]) and not allow_system_topics:
         raise SpecError(line, f"sending to topic {spec['topic']} is forbidden (a broker refuses it too)")
-    for name, (low, high) in _RANGES.items():
+    for name, (low, high) in RANGES.items():
         value = spec.get(name)
         if value is None:
             continue
@@ -113,10 +115,12 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
         raise SpecError(line, str(exc)) from None
 
 
-_INT32, _INT64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
-_RANGES = {"queueId": (0, _INT32[1]), "bornTimestamp": _INT64, "storeTimestamp": _INT64,
-           "reconsumeTimes": _INT32, "preparedTransactionOffset": _INT64, "delayLevel": _INT32,
-           "sysFlag": _INT32}
+INT32, INT64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
+# the whole numbers a line may give, and their ranges (Java's int and long; a flag may be given
+# unsigned): the one table the per-line checks, the batcher and the compiled scan all use
+RANGES = {"queueId": (0, INT32[1]), "bornTimestamp": INT64, "storeTimestamp": INT64,
+          "reconsumeTimes": INT32, "preparedTransactionOffset": INT64, "delayLevel": INT32,
+          "sysFlag": INT32, "flag": (INT32[0], (1 << 32) - 1)}
 
 
 def _java_text(value):
@@ -130,10 +134,8 @@ def _java_text(value):
     return value
 
 
-def _int32(value) -> int:
-    value = int(value)
-    if not -(1 << 31) <= value < (1 << 32):
-        raise ValueError(f"flag {value} does not fit in 32 bits")
+def _int32(value: int) -> int:
+    """A flag (checked against RANGES) as the int Java stores: given unsigned, it wraps."""
     return value - (1 << 32) if value >= (1 << 31) else value
 
 

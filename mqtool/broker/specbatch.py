@@ -26,7 +26,7 @@ import numpy as np
 import orjson
 
 from mqtool.broker import brokerprops
-from mqtool.broker.spec import SpecError, to_message
+from mqtool.broker.spec import RANGES, SpecError, to_message
 from mqtool.engine.batchappend import PlainBatch
 from mqtool.errors import UsageError
 from mqtool.formats.properties import CLUSTER, DELAY, KEYS, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, TAGS, UNIQ_KEY
@@ -35,8 +35,6 @@ from mqtool.storage.topics import send_forbidden
 # the fields of a plain line; "expect" is the fixtures' note of what the broker answered
 PLAIN_FIELDS = frozenset({"topic", "queueId", "tags", "keys", "body", "bodyBase64", "properties", "bornHost",
                           "bornTimestamp", "flag", "reconsumeTimes", "storeTimestamp", "expect"})
-INT32_MAX = (1 << 31) - 1
-INT64 = (-(1 << 63), (1 << 63) - 1)
 DEFAULT_BORN_HOST = "127.0.0.1:0"
 
 
@@ -75,7 +73,7 @@ def _picker(indexes):
     return itemgetter(*indexes) if indexes else (lambda seq: ())
 
 
-class _Plan:
+class Plan:
     """How one shape of line (its field names, its property names) becomes a message: the
     stored properties string with a slot for each value, where each value comes from, and
     which optional fields the line has.  A line's values are (tags, keys, *properties, None)."""
@@ -115,8 +113,7 @@ class _Plan:
 
 
 # queueId and bornTimestamp are read on every line; these only when a shape has them
-_NUMBERS = (("storeTimestamp", *INT64), ("flag", -(1 << 31), (1 << 32) - 1),
-            ("reconsumeTimes", -(1 << 31), INT32_MAX))
+_NUMBERS = tuple((field, *RANGES[field]) for field in ("storeTimestamp", "flag", "reconsumeTimes"))
 
 
 class SpecBatcher:
@@ -141,7 +138,7 @@ class SpecBatcher:
             if ("topic" in fields and fields <= PLAIN_FIELDS and not ("body" in fields and "bodyBase64" in fields)
                     and DELAY not in names
                     and not any(NAME_VALUE_SEPARATOR in n or PROPERTY_SEPARATOR in n for n in names)):
-                plan = _Plan(fields, names, self.cluster, self.version)
+                plan = Plan(fields, names, self.cluster, self.version)
             self._plans[shape] = plan
         return plan
 
@@ -167,8 +164,8 @@ class SpecBatcher:
             allowed = self._topics[topic] = self.allow_system_topics or not send_forbidden(topic)
         queue = spec.get("queueId", 0)
         born_ts = spec.get("bornTimestamp", 0)
-        if not (allowed and type(queue) is int and 0 <= queue <= INT32_MAX and type(born_ts) is int
-                and INT64[0] <= born_ts <= INT64[1]):
+        if not (allowed and type(queue) is int and RANGES["queueId"][0] <= queue <= RANGES["queueId"][1]
+                and type(born_ts) is int and RANGES["bornTimestamp"][0] <= born_ts <= RANGES["bornTimestamp"][1]):
             return False
         extra = None   # the optional numbers this line gives
         for field, low, high in plan.numbers:
@@ -193,10 +190,10 @@ class SpecBatcher:
             if type(keys) is not str or not keys:
                 return False
         host = spec["bornHost"] if plan.host else DEFAULT_BORN_HOST
-        host_flag = self._hosts.get(host, False) if type(host) is str else None
-        if host_flag is False:
-            host_flag = self._hosts[host] = _host_flag(host)
-        if host_flag is None:
+        bits = self._hosts.get(host, False) if type(host) is str else None
+        if bits is False:
+            bits = self._hosts[host] = host_flag(host)
+        if bits is None:
             return False
         if plan.body == "body":
             body = spec["body"]
@@ -219,7 +216,7 @@ class SpecBatcher:
         else:
             values = (tags, keys, None)   # the None: UNIQ_KEY of a line without one
         self._rows.append((number, topic, queue, plan.format % plan.values(values), *plan.dispatch(values),
-                           host, host_flag, born_ts, body, extra))
+                           host, bits, born_ts, body, extra))
         return True
 
     def take(self) -> tuple[list[int], PlainBatch]:
@@ -262,8 +259,10 @@ def _escaped(text: str) -> str:
     return text.replace("%", "%%")
 
 
-def _host_flag(host: str) -> int | None:
+def host_flag(host: str) -> int | None:
     """The sysFlag bits a born host gives (IPv6), or None when it is not a host."""
+    if not host.strip():
+        return None
     try:
         return brokerprops.sys_flag_for({"bornHost": host})
     except (ValueError, TypeError):

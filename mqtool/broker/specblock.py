@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.broker.specbatch import DEFAULT_BORN_HOST, SpecBatcher, _host_flag, _Plan
+from mqtool.broker.spec import RANGES
+from mqtool.broker.specbatch import DEFAULT_BORN_HOST, Plan, SpecBatcher, host_flag
 from mqtool.engine.batchappend import ColumnBatch
 from mqtool.formats import sysflag
 from mqtool.native import specscan as ss
@@ -22,6 +23,7 @@ from mqtool.storage.topics import send_forbidden
 
 I64 = np.int64
 FAST, SLOW, BLANK = ss.FAST, ss.SLOW, ss.BLANK
+LOW, HIGH = (np.array([RANGES[f][k] for f in ss.NUMBERS], dtype=np.int64) for k in (0, 1))
 TOO_LONG = 3    # a line longer than the caller allows: refused when reached
 
 
@@ -72,7 +74,7 @@ class BlockScanner:
         pieces, starts, literals = [], [0], bytearray()
         for shape in range(4):
             fields = {"topic"} | ({"tags"} if shape & 1 else set()) | ({"keys"} if shape & 2 else set())
-            template = _Plan(fields, (), batcher.cluster, batcher.version).template
+            template = Plan(fields, (), batcher.cluster, batcher.version).template
             for piece in template:
                 if isinstance(piece, str):
                     data = piece.encode("utf-8")
@@ -99,7 +101,7 @@ class BlockScanner:
         text_off = np.zeros((n, 5), dtype=I64)
         text_len = np.empty((n, 5), dtype=I64)
         numbers = np.empty((n, 5), dtype=I64)
-        ss.scan_lines(data, ss.words(data), starts, ends, *self.names, ss.LOW, ss.HIGH, status, present, text_off, text_len, numbers)
+        ss.scan_lines(data, ss.words(data), starts, ends, *self.names, LOW, HIGH, status, present, text_off, text_len, numbers)
         too_long = ends - starts + (ends < len(data)) > self.max_line
         if too_long.any():
             status[too_long] = TOO_LONG
@@ -134,7 +136,7 @@ class BlockScanner:
     def _host(self, raw: bytes) -> int | None:
         flag = self._hosts.get(raw, False)
         if flag is False:
-            flag = self._hosts[raw] = _host_flag(raw.decode("ascii"))
+            flag = self._hosts[raw] = host_flag(raw.decode("ascii"))
         return flag
 
     def batch(self, block: Block, i: int, j: int) -> ColumnBatch:

@@ -55,7 +55,7 @@ def _option_spec(topic, queue, tags, keys, props, body, body_file, born_host, de
         spec["bodyBase64"] = base64.b64encode(data).decode()
     else:
         spec["body"] = body or ""
-    if born_host:
+    if born_host is not None:
         spec["bornHost"] = born_host
     if delay_level:
         spec["delayLevel"] = delay_level
