@@ -164,3 +164,20 @@ def test_hash_keeps_keys_apart():
 @pytest.mark.parametrize("size", list(range(0, 70)) + [127, 128, 129, 1023, 1024, 1025, 2**31 - 1, 2**31, 2**31 + 1])
 def test_size_exponent(size):
     assert chunkstats._exponent(size) == bucket_exponent(size)
+
+
+def test_distinct_keys_count_whatever_way_an_aggregate_was_built():
+    """Raw hashes of a chunk, settled partials and sums of both count each key once."""
+    import numpy as np
+
+    from mqtool.pipeline.storestats import QueueAgg
+
+    raw = QueueAgg(keys=[np.array([5, 3, 5, 9, 3], dtype=np.uint64)])
+    assert raw.distinct_keys() == 3
+    other = QueueAgg(keys=[np.array([9, 1], dtype=np.uint64), np.array([1, 7], dtype=np.uint64)])
+    total = QueueAgg()
+    total.add(raw)                   # settled, alone: kept as it is
+    assert total.distinct_keys() == 3
+    total.add(other)                 # then unsettled hashes join it
+    assert total.distinct_keys() == len({5, 3, 9, 1, 7})
+    assert QueueAgg().distinct_keys() == 0

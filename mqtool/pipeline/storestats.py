@@ -49,7 +49,8 @@ class QueueAgg:
     last: int | None = None
     sizes: dict = field(default_factory=dict)
     hours: dict = field(default_factory=dict)
-    keys: list = field(default_factory=list)   # hashes while scanning; sorted distinct arrays after
+    keys: list = field(default_factory=list)   # arrays of key hashes
+    keys_distinct: bool = False                # keys is one sorted array of distinct hashes
 
     def add(self, other: "QueueAgg") -> None:
         self.messages += other.messages
@@ -59,16 +60,21 @@ class QueueAgg:
         for mine, theirs in ((self.sizes, other.sizes), (self.hours, other.hours)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
-        self.keys.extend(other.keys)
+        if other.keys:
+            self.keys_distinct = not self.keys and other.keys_distinct
+            self.keys.extend(other.keys)
+
+    def settle_keys(self) -> None:
+        """keys as one sorted array of distinct hashes (once: later calls cost nothing)."""
+        if self.keys and not self.keys_distinct:
+            self.keys = [distinct(np.concatenate([np.asarray(k, dtype=np.uint64).ravel() for k in self.keys]))]
+        self.keys_distinct = True
 
     def distinct_keys(self) -> int:
-        """The distinct keys of a scanned partial or a sum of them (keys: sorted distinct arrays);
-        kept as one array from then on, so a topic or total made of it sorts no more."""
-        if not self.keys:
-            return 0
-        if len(self.keys) > 1:
-            self.keys = [distinct(np.concatenate(self.keys))]
-        return int(self.keys[0].size)
+        """How many distinct keys; they are kept settled, so a topic or total made of this sorts
+        only what is new to it."""
+        self.settle_keys()
+        return int(self.keys[0].size) if self.keys else 0
 
 
 @dataclass
@@ -116,8 +122,7 @@ def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
             store.problems += 1
             store.kinds[entry.kind] = store.kinds.get(entry.kind, 0) + 1
     for agg in queues.values():
-        if agg.keys:
-            agg.keys = [distinct(np.concatenate([np.asarray(k, dtype=np.uint64).ravel() for k in agg.keys]))]
+        agg.settle_keys()
     return Partial(queues, {part.broker: store})
 
 
@@ -238,13 +243,15 @@ def report(stats: Partial, timer: list | None = None) -> list[dict]:
     size = sum(agg.bytes for agg in stats.queues.values())
     lines = []
     topics: dict = {}
+    queue_counts: dict = {}
     for (broker, topic, queue_id), agg in sorted(stats.queues.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         lines.append(_line("queue", agg, messages, size, broker=broker, topic=topic, queueId=queue_id))
         topics.setdefault((broker, topic), QueueAgg()).add(agg)
+        queue_counts[(broker, topic)] = queue_counts.get((broker, topic), 0) + 1
     total = QueueAgg()
     for (broker, topic), agg in topics.items():
         line = _line("topic", agg, messages, size, broker=broker, topic=topic)
-        line["queues"] = sum(1 for b, t, _ in stats.queues if (b, t) == (broker, topic))
+        line["queues"] = queue_counts[(broker, topic)]
         lines.append(line)
         total.add(agg)
     for broker, agg in sorted(stats.stores.items()):
