@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -419,3 +421,25 @@ def test_a_zero_byte_commitlog_file_is_damage_not_a_file_size(store_copy, run_cl
     for args in (("lookup-by-key", "--topic", "BasicTopic", "user-3"), ("lookup-by-id", msgid)):
         result = run_cli(args[0], store, *args[1:])
         assert result.code in (0, 1) and "internal error" not in result.err, result.err
+
+
+def test_verify_says_when_a_writer_holds_the_store(store_copy, run_cli):
+    """Read-only, so it runs; but what a writer has in flight can look like damage: said on
+    stderr, in the summary (inUseBy) and in the final error line."""
+    store = store_copy("basic")
+    holder = ("import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
+              "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)\nprint('locked', flush=True)\ntime.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", holder, str(store / "lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        result = run_cli("verify-crc", store, "--json")
+        assert result.code == 0, result.err
+        assert result.json_lines()[-1]["inUseBy"] == f"process {proc.pid}"
+        assert "warning: the store is in use" in result.err
+        (store / "consumequeue" / "BasicTopic" / "0" / "00000000000000000000").write_bytes(b"\x01" * 40)
+        damaged = run_cli("verify-crc", store)
+        assert damaged.code == 1 and f"the store was in use by process {proc.pid}" in damaged.err
+    finally:
+        proc.kill()
+        proc.wait()
+    assert run_cli("verify-crc", store, "--json").json_lines()[-1]["inUseBy"] is None

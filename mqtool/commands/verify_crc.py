@@ -48,6 +48,12 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
         raise UsageError("--scope: nothing to check")
     found = census.take(layout)
     notes = storeinfo.unchecked(found)
+    holder = layout.is_locked()
+    in_use = None
+    if holder is not None:     # read-only, so not refused; but a writer's work in flight looks like damage
+        in_use = f"process {holder}" if holder > 0 else "another process"
+        output.note(f"warning: the store is in use ({in_use} holds its lock file): what it is writing while "
+                    "this runs can show up as problems; check a stopped store or a copy")
     if "rocksdb-consumequeue" in found.features and "cq" in scopes:
         scopes = tuple(s for s in scopes if s != "cq")
         notes.append("consume queues are in RocksDB (storeType=defaultRocksDB): the cq scope was not checked")
@@ -83,7 +89,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
             runner.close()
     problems = summary.problems + len(found.unknown())
     if as_json:
-        output.emit_json({**summary.to_json(), "problems": problems, "unchecked": notes})
+        output.emit_json({**summary.to_json(), "problems": problems, "unchecked": notes,
+                          "inUseBy": in_use})
     else:
         for line in notes:
             output.note(f"not checked: {line}")
@@ -97,7 +104,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     if problems:
         f = first[0]
         where = f"{f.file} at byte {f.file_offset}" if f.file_offset is not None else f"{f.file}"
-        raise ProblemsFound(f"{where}: {f.kind} ({problems} problem(s) found)")
+        raise ProblemsFound(f"{where}: {f.kind} ({problems} problem(s) found"
+                            + (f"; the store was in use by {in_use} meanwhile)" if in_use else ")"))
 
 
 def _short(value) -> str:
