@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mqtool.formats import index as index_format
+from mqtool.storage import fsutil
 
 from conftest import UNDAMAGED, expected_read, fixture_dir
 
@@ -443,3 +445,48 @@ def test_verify_says_when_a_writer_holds_the_store(store_copy, run_cli):
         proc.kill()
         proc.wait()
     assert run_cli("verify-crc", store, "--json").json_lines()[-1]["inUseBy"] is None
+
+
+def test_units_past_a_hole_in_a_sparse_queue_file_are_still_read(store_copy, run_cli):
+    """verify reads a queue file only up to its last data (SEEK_DATA/SEEK_HOLE: a hole reads as
+    zeros); a unit written far past a hole is data, so it is still found."""
+    store = store_copy("basic")
+    path = store / "consumequeue" / "BasicTopic" / "2" / "00000000000000000000"
+    data, size = path.read_bytes(), path.stat().st_size
+    written = max(i for i in range(0, len(data), 20) if any(data[i:i + 20])) + 20
+    last = (size // 20 - 1) * 20
+    path.unlink()
+    with open(path, "wb") as fh:          # the written units, a hole, then one stray unit at the end
+        fh.write(data[:written])
+        fh.truncate(size)
+        fh.seek(last)
+        fh.write(struct.pack(">qiq", 7, 0, 0))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert written <= fsutil.data_end(fd, size) and fsutil.data_end(fd, size) >= last + 20
+    finally:
+        os.close(fd)
+    result, found, _ = problems(run_cli, store, "--scope", "cq")
+    assert ("invalid-unit", last) in {(p["kind"], p["fileOffset"]) for p in found}
+    assert result.code == 1
+
+
+def test_data_end_of_sparse_files(tmp_path):
+    def end_of(write_at, size):
+        path = tmp_path / f"f{len(list(tmp_path.iterdir()))}"
+        with open(path, "wb") as fh:
+            fh.truncate(size)
+            for at in write_at:
+                fh.seek(at)
+                fh.write(b"x" * 10)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return fsutil.data_end(fd, size)
+        finally:
+            os.close(fd)
+
+    size = 1 << 20
+    assert end_of([], size) in (0, size)                       # all hole (or a file system that cannot say)
+    assert 10 <= end_of([0], size) <= size
+    assert end_of([size - 10], size) == size
+    assert end_of([0, 500_000], size) >= 500_010

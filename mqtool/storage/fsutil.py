@@ -33,6 +33,26 @@ def open_read(path) -> int:
     return fd
 
 
+def data_end(fd: int, size: int, *, most_segments: int = 64) -> int:
+    """Where the file's last data ends: past it the file is a hole, which reads as zeros
+    (SEEK_DATA / SEEK_HOLE).  A file written front to back, as store files are, has one stretch
+    of data then its unwritten hole; one cut into more than most_segments stretches, or a file
+    system that cannot say, counts as data to its end."""
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None:
+        return size
+    end = pos = 0
+    try:
+        for _ in range(most_segments):
+            if pos >= size:
+                return min(end, size)
+            start = os.lseek(fd, pos, seek_data)
+            end = pos = os.lseek(fd, start, seek_hole)
+    except OSError as exc:
+        return min(end, size) if exc.errno == errno.ENXIO else size   # ENXIO: no data from pos on
+    return size
+
+
 def open_store_file(path, *, create_size: int | None = None, writable: bool = False) -> int:
     """A descriptor for a store file: a new sparse file of create_size bytes (never over an
     existing one), read-write, or read-only without touching its atime."""

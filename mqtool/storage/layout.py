@@ -37,6 +37,7 @@ class StoreLayout:
     readonly_commitlog_dirs: list[Path] = field(default_factory=list)
     config_given: bool = False          # every size is the config's (a broker.conf, or a writer's)
     sizes_given: frozenset = frozenset()  # the sizes given one by one (--set); the others are read off the files
+    _sizes: dict = field(default_factory=dict, repr=False, compare=False)   # _read_size's
 
     # ------------------------------------------------------------- fixed paths
     @property
@@ -53,7 +54,14 @@ class StoreLayout:
     def consume_queue_ext_file_size(self) -> int:
         if self._given("mappedFileSizeConsumeQueueExt"):
             return self.config.mappedFileSizeConsumeQueueExt
-        return queue_file_size(self.consumequeue_ext_dir, self.config.mappedFileSizeConsumeQueueExt)
+        return self._read_size(self.consumequeue_ext_dir, self.config.mappedFileSizeConsumeQueueExt)
+
+    def _read_size(self, base: Path, default: int) -> int:
+        """queue_file_size, read once per layout (every queue's reader asks; a store's queue files
+        keep their size)."""
+        if (base, default) not in self._sizes:
+            self._sizes[(base, default)] = queue_file_size(base, default)
+        return self._sizes[(base, default)]
 
     @property
     def index_dir(self) -> Path:
@@ -110,7 +118,7 @@ class StoreLayout:
     def consume_queue_file_size(self) -> int:
         if self._given("mappedFileSizeConsumeQueue"):
             return self.config.consume_queue_file_size()
-        return queue_file_size(self.consumequeue_dir, self.config.consume_queue_file_size())
+        return self._read_size(self.consumequeue_dir, self.config.consume_queue_file_size())
 
     @property
     def timerwheel_path(self) -> Path:
@@ -221,20 +229,21 @@ def list_store_files(directory: Path) -> list[FileInfo]:
 def queue_dirs(base: Path) -> list[tuple[str, int, Path]]:
     """(topic, queueId, directory) of every <base>/<topic>/<queueId>/ folder: consume queues, their
     extensions and batch consume queues are laid out alike."""
-    result = []
+    return sorted(_queue_dirs(base), key=lambda t: (t[0], t[1]))
+
+
+def _queue_dirs(base: Path):
     for topic in _list_dirs(base):
         for queue in _list_dirs(base / topic):
             if queue.isdigit():
-                result.append((topic, int(queue), base / topic / queue))
-    result.sort(key=lambda t: (t[0], t[1]))
-    return result
+                yield topic, int(queue), base / topic / queue
 
 
 def queue_file_size(base: Path, default: int) -> int:
     """The file size shared by the queue files under <base>/<topic>/<queueId>/ (the first 64 or so
-    looked at), or default when there are none."""
+    looked at, in name order, without listing every queue), or default when there are none."""
     sizes = []
-    for _, _, directory in queue_dirs(base):
+    for _, _, directory in _queue_dirs(base):
         sizes.extend(f for f in sorted(list_store_files(directory), key=lambda f: f.name) if is_offset_name(f.name))
         if len(sizes) > 64:
             break

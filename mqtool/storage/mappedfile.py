@@ -133,6 +133,7 @@ class MappedFile(ReferenceResource):
         self._dropped_until = 0
         self._fd = -1
         self._flush_lock = threading.Lock()
+        self.data_end = file_size
         self.buf = self._map(create)
 
     def _map(self, create: bool):
@@ -144,6 +145,8 @@ class MappedFile(ReferenceResource):
         keep = False
         try:
             actual = os.fstat(fd).st_size
+            # a reader may skip what lies past the last data (a hole: zeros); a writer's bytes move
+            self.data_end = actual if self.writable else fsutil.data_end(fd, actual)
             if actual != self.file_size:
                 if self.strict:
                     raise DataError(f"file is {actual} bytes, but files of this kind are "

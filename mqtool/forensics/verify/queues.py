@@ -30,8 +30,10 @@ from mqtool.storage.mappedfile import MappedFile
 # ------------------------------------------------------------- consume queues
 
 def read_units(mf):
-    """A consume queue file's units as int64 columns, with the masks that classify them."""
-    count = mf.file_size // UNIT_SIZE
+    """A consume queue file's units as int64 columns, with the masks that classify them.  The
+    columns stop at the file's last data: the units past it lie in a hole (all zeros, not
+    written), which a broker's pre-allocated queue file mostly is."""
+    count = min(-(-mf.data_end // UNIT_SIZE), mf.file_size // UNIT_SIZE)
     units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=count)
     offsets = units["offset"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
@@ -55,7 +57,7 @@ def cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
         for mf in cq.files:
             path = display(mf.path)
             offsets, sizes, tags, pre_blank, valid = read_units(mf)
-            count = len(offsets)
+            count = mf.file_size // UNIT_SIZE
             result.bytes += mf.file_size
             result.files += 1
             written = (offsets != 0) | (sizes != 0) | (tags != 0)
