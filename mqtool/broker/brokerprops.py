@@ -125,9 +125,12 @@ def sys_flag_for(spec: dict) -> int:
 
 def _born_v6(host: str | None) -> bool:
     """Java makes an Inet4Address of an IPv4-mapped IPv6 address, so only real IPv6 counts."""
-    if not host:
+    if host is None:
         return False
-    packed, _ = parse_host(host)
+    try:
+        packed, _ = parse_host(host)
+    except ValueError:
+        raise ValueError(f"bornHost must be host:port, not {host!r}") from None
     return len(packed) == 16 and ipaddress.IPv6Address(packed).ipv4_mapped is None
 
 

@@ -68,7 +68,7 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
         raise SpecError(line, f"unknown field(s): {', '.join(sorted(unknown))}")
     if not isinstance(spec.get("topic"), str):
         raise SpecError(line, "topic is required")
-    if "bornHost" in spec and not (isinstance(spec["bornHost"], str) and spec["bornHost"].strip()):
+    if "bornHost" in spec and not isinstance(spec["bornHost"], str):
         raise SpecError(line, f"bornHost must be host:port, not {spec['bornHost']!r}")
     if send_forbidden(spec["topic"]) and not allow_system_topics:
         raise SpecError(line, f"sending to topic {spec['topic']} is forbidden (a broker refuses it too)")
@@ -107,8 +107,8 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
     try:
         return MessageInner(
             topic=bm.topic, queue_id=int(bm.queue_id), body=body, properties=bm.props,
-            properties_string=bm.properties, flag=_int32(spec.get("flag", 0)), sys_flag=bm.sys_flag,
-            born_timestamp=int(spec.get("bornTimestamp", 0)), born_host=spec.get("bornHost", "127.0.0.1:0"),
+            properties_string=bm.properties, flag=signed_flag(spec.get("flag", 0)), sys_flag=bm.sys_flag,
+            born_timestamp=int(spec.get("bornTimestamp", 0)), born_host=spec.get("bornHost", DEFAULT_BORN_HOST),
             store_host=spec.get("storeHost"), reconsume_times=int(spec.get("reconsumeTimes", 0)),
             prepared_transaction_offset=prepared, store_timestamp=spec.get("storeTimestamp"))
     except (ValueError, TypeError, OverflowError) as exc:
@@ -134,7 +134,10 @@ def _java_text(value):
     return value
 
 
-def _int32(value: int) -> int:
+DEFAULT_BORN_HOST = "127.0.0.1:0"
+
+
+def signed_flag(value: int) -> int:
     """A flag (checked against RANGES) as the int Java stores: given unsigned, it wraps."""
     return value - (1 << 32) if value >= (1 << 31) else value
 

@@ -26,7 +26,7 @@ import numpy as np
 import orjson
 
 from mqtool.broker import brokerprops
-from mqtool.broker.spec import RANGES, SpecError, to_message
+from mqtool.broker.spec import DEFAULT_BORN_HOST, RANGES, SpecError, signed_flag, to_message
 from mqtool.engine.batchappend import PlainBatch
 from mqtool.errors import UsageError
 from mqtool.formats.properties import CLUSTER, DELAY, KEYS, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, TAGS, UNIQ_KEY
@@ -35,7 +35,6 @@ from mqtool.storage.topics import send_forbidden
 # the fields of a plain line; "expect" is the fixtures' note of what the broker answered
 PLAIN_FIELDS = frozenset({"topic", "queueId", "tags", "keys", "body", "bodyBase64", "properties", "bornHost",
                           "bornTimestamp", "flag", "reconsumeTimes", "storeTimestamp", "expect"})
-DEFAULT_BORN_HOST = "127.0.0.1:0"
 
 
 def parse_line(raw: bytes, number: int):
@@ -231,7 +230,7 @@ class SpecBatcher:
         if any(extras):
             extras = [e or {} for e in extras]
             batch.store_ts = [e.get("storeTimestamp") for e in extras]
-            batch.flags = [_int32(e.get("flag", 0)) for e in extras]
+            batch.flags = [signed_flag(e.get("flag", 0)) for e in extras]
             batch.reconsume = [e.get("reconsumeTimes", 0) for e in extras]
         return numbers, batch
 
@@ -250,19 +249,12 @@ class SpecBatcher:
             raise UsageError(f"input {err}") from None
 
 
-def _int32(value: int) -> int:
-    """A flag given as an unsigned 32-bit number is the same bits as a signed one."""
-    return value - (1 << 32) if value >= (1 << 31) else value
-
-
 def _escaped(text: str) -> str:
     return text.replace("%", "%%")
 
 
 def host_flag(host: str) -> int | None:
     """The sysFlag bits a born host gives (IPv6), or None when it is not a host."""
-    if not host.strip():
-        return None
     try:
         return brokerprops.sys_flag_for({"bornHost": host})
     except (ValueError, TypeError):

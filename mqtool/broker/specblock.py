@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.broker.spec import RANGES
-from mqtool.broker.specbatch import DEFAULT_BORN_HOST, Plan, SpecBatcher, host_flag
+from mqtool.broker.spec import DEFAULT_BORN_HOST, RANGES
+from mqtool.broker.specbatch import Plan, SpecBatcher, host_flag
 from mqtool.engine.batchappend import ColumnBatch
 from mqtool.formats import sysflag
 from mqtool.native import specscan as ss

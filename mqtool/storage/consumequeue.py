@@ -159,6 +159,7 @@ class ConsumeQueue:
         unit at the end of a cut-short file is left out; the load reports the file's size)."""
         data = mf.buf
         end = len(data) - len(data) % UNIT_SIZE
+        end = min(end, -(-mf.data_end // UNIT_SIZE) * UNIT_SIZE)   # past the last data: a hole, zeros
         # strip trailing zero units quickly, a megabyte at a time
         step = 1 << 20
         while end > 0:

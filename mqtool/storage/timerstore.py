@@ -158,9 +158,7 @@ class TimerStore:
     @property
     def written_end(self) -> int:
         """Where the timerlog's units end (a broker's recovery truncates there)."""
-        for mf, s, ended in self.log_files():
-            if ended is not None:
-                return ended
+        for mf, s, _ in self.log_files():
             if s.stop in (END, DAMAGE):
                 return mf.file_from_offset + s.stop_at
         last = self.timerlog.last_file
