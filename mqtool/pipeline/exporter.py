@@ -15,6 +15,8 @@ import base64
 import json
 from pathlib import Path
 
+import numpy as np
+
 from mqtool.pipeline import engines as pipeline
 
 ROW_GROUP = 8192
@@ -146,8 +148,21 @@ class _ParquetWriter:
         self.writer.close()
 
 
-def _write_lines(writer, lines, block, rows, consts, raws) -> None:
-    writer.write_lines(lines.render(block, rows, consts, raws))
+def _write_lines(writers, lines, block, rows, consts, raws) -> None:
+    """The block's rows rendered in one go (rows: each topic's, one after the other; None: all of
+    them, for one writer), each topic's lines to its writer: a line ends at its only raw 0x0A
+    (JSON escapes the others)."""
+    data = lines.render(block, rows, consts, raws)
+    if len(writers) == 1:
+        writers[0][0].write_lines(data)
+        return
+    ends = np.flatnonzero(data == 10) + 1
+    start = done = 0
+    for writer, count in writers:
+        done += count
+        stop = int(ends[done - 1])
+        writer.write_lines(data[start:stop])
+        start = stop
 
 
 def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: bool = False,
@@ -233,10 +248,11 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
                 else:
                     consts = {"broker": part.broker, "store": part.store, "file": piece.path}
                     raws = {"problems": problems_fragments(piece)}
-                    for topic, rows in topics:
-                        flush(topic)     # rows of this topic that came as row tuples go first
-                        behind.run(_write_lines, writer_of(topic), lines, piece, None if len(topics) == 1 else rows,
-                                   consts, raws)
+                    for topic, _ in topics:
+                        flush(topic)     # rows of these topics that came as row tuples go first
+                    picked = None if len(topics) == 1 else np.concatenate([rows for _, rows in topics])
+                    behind.run(_write_lines, [(writer_of(topic), len(rows)) for topic, rows in topics], lines, piece,
+                               picked, consts, raws)
             for topic in list(pending):
                 flush(topic)
             behind.wait()
