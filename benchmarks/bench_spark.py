@@ -9,11 +9,13 @@ row (the columns of the rocketmq data source, bodies left out) by:
 - one Python process: pipeline.LocalEngine(jobs=1), the partitions one after another;
 - the local engine: pipeline.LocalEngine(), a process per core (`--engine local`);
 - Spark map: SparkEngine.map, the same per-partition work as Spark tasks;
-- Spark DataFrame: spark.read.format("rocketmq") with count(*) and sum(storeSize),
-  i.e. the data source, its Arrow batches and Spark's aggregation;
-- the local engine and the Spark DataFrame again reading only storeSize
-  (count_rows(columns=...), option("columns", "storeSize")): the same count and
-  sum over every row, the way to run such a query on Spark.
+- Spark DataFrame: spark.read.format("rocketmq") with count(*) and sum(storeSize):
+  the JVM reader (Spark prunes the read to storeSize; the row server reads it on
+  the columnar read path) and Spark's aggregation;
+- the local engine reading only storeSize (count_rows(columns=...)): the same
+  count and sum over every row, as the local engine would run that query;
+- the Python data source (format("rocketmq_python")), every column and
+  option("columns", "storeSize"): what format("rocketmq") is without a JDK.
 
 Then verify-crc --scope commitlog (every record and body CRC) in one process, in a
 process per core and on Spark, and rebuild-cq (consume queues, written by this
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import sys
 import time
@@ -116,29 +119,37 @@ def main(argv=None) -> int:
         wall, result = timed(lambda: spark.map(pipeline.count_rows, parts), args.repeat)
         record("Spark map (same scan)", spark.cores, wall, *totals(result))
 
-        def dataframe(columns=None):
-            df = spark.read(stores, columns=columns)
+        def dataframe(fmt, columns=None):
+            reader = spark.spark.read.format(fmt)
+            if columns:
+                reader = reader.option("columns", ",".join(columns))
+            df = reader.option("paths", json.dumps([f"{s.broker}={s.root}" for s in stores])).load()
             row = df.selectExpr("count(*) as n", "sum(storeSize) as bytes").collect()[0]
             return row["n"], row["bytes"]
 
-        started = time.perf_counter()
-        dataframe()     # its Python workers load the compiled kernels, the JVM compiles the query
-        print(f"  (Spark DataFrame warm-up run {time.perf_counter() - started:.1f} s, not counted)")
-        wall, result = timed(dataframe, args.repeat)
-        record("Spark DataFrame (rocketmq)", spark.cores, wall, *result)
-        dataframe(["storeSize"])
-        wall, result = timed(lambda: dataframe(["storeSize"]), args.repeat)
-        record("Spark DataFrame, storeSize only", spark.cores, wall, *result)
+        from mqtool.pipeline import jvmreader
+
+        if not jvmreader.loaded(spark.spark):
+            print("  (no JVM reader in this session: format(\"rocketmq\") is the Python data source)")
+        for name, fmt, columns in (("Spark DataFrame (rocketmq)", "rocketmq", None),
+                                   ("Python data source, every column", "rocketmq_python", None),
+                                   ("Python data source, storeSize only", "rocketmq_python", ["storeSize"])):
+            started = time.perf_counter()
+            dataframe(fmt, columns)     # Python workers load the kernels, the JVM compiles the query
+            print(f"  ({name}: warm-up run {time.perf_counter() - started:.1f} s, not counted)")
+            wall, result = timed(functools.partial(dataframe, fmt, columns), args.repeat)
+            record(name, spark.cores, wall, *result)
         base = rows[0][2]
         print("  speed-up over one Python process: "
               + ", ".join(f"{name} {base / wall:.2f}x" for name, _, wall, _ in rows[1:]))
         walls = {name: wall for name, _, wall, _ in rows}
-        print(f"  Spark DataFrame against the local engine: all columns "
-              f"{walls['local engine'] / walls['Spark DataFrame (rocketmq)']:.2f}x, storeSize only "
-              f"{walls['local engine, storeSize only'] / walls['Spark DataFrame, storeSize only']:.2f}x "
-              f"(against the local engine building every column: "
-              f"{walls['local engine'] / walls['Spark DataFrame, storeSize only']:.2f}x); "
-              f"load average {os.getloadavg()[0]:.1f}")
+        frame = walls["Spark DataFrame (rocketmq)"]
+        print(f"  Spark DataFrame against the local engine: {walls['local engine'] / frame:.2f}x "
+              f"(against the local engine reading storeSize only: "
+              f"{walls['local engine, storeSize only'] / frame:.2f}x; the Python data source against the "
+              f"local engine, every column {walls['local engine'] / walls['Python data source, every column']:.2f}x,"
+              f" storeSize only {walls['local engine, storeSize only'] / walls['Python data source, storeSize only']:.2f}x)"
+              f"; load average {os.getloadavg()[0]:.1f}")
 
         layout = stores[0].layout()
         rows.clear()

@@ -60,6 +60,18 @@ def engine_store(tmp_path_factory):
     return root, write_engine_store(root)
 
 
+SOURCES = ("rocketmq", "rocketmq_python")   # the JVM reader (session() loads it) and the Python data source
+
+
+@pytest.fixture(params=SOURCES)
+def fmt(request, spark):
+    """Each test of the rocketmq rows runs on both sources: the same rows from either."""
+    from mqtool.pipeline import jvmreader
+
+    assert jvmreader.loaded(spark), "the session has no JVM reader: format('rocketmq') is the Python one"
+    return request.param
+
+
 def rows_of(df) -> list[dict]:
     return [row.asDict(recursive=True) for row in df.collect()]
 
@@ -70,9 +82,9 @@ def stores_arg(extracted, names):
 
 # ------------------------------------------------------------------ the data source
 
-def test_one_dataframe_holds_exactly_the_brokers_records(spark, extracted):
+def test_one_dataframe_holds_exactly_the_brokers_records(spark, fmt, extracted):
     """All undamaged fixtures as one DataFrame: per broker, exactly the records RocketMQ reads."""
-    df = spark.read.format("rocketmq").option("withBody", "true") \
+    df = spark.read.format(fmt).option("withBody", "true") \
         .load(stores_arg(extracted, UNDAMAGED))
     assert df.schema == spark.createDataFrame([], pipeline.ddl(pipeline.columns(True))).schema
     rows = rows_of(df)
@@ -94,8 +106,8 @@ def test_one_dataframe_holds_exactly_the_brokers_records(spark, extracted):
         assert len(mine) == end["records"]
 
 
-def test_damaged_fixtures_flag_the_records_that_fail_their_checks(spark, extracted):
-    df = spark.read.format("rocketmq").option("problems", "true").load(stores_arg(extracted, DAMAGED))
+def test_damaged_fixtures_flag_the_records_that_fail_their_checks(spark, fmt, extracted):
+    df = spark.read.format(fmt).option("problems", "true").load(stores_arg(extracted, DAMAGED))
     rows = rows_of(df)
     # flipped-body-byte: every record is on disk; the broker cut at the one whose CRC fails
     flipped = [r for r in rows if r["broker"] == "flipped-body-byte"]
@@ -118,17 +130,17 @@ def test_damaged_fixtures_flag_the_records_that_fail_their_checks(spark, extract
     assert problem["ok"] is False and problem["problems"][0]["kind"] == "bad-magic"
     assert (problem["file"], problem["fileOffset"]) == (change["file"], change["fileOffset"])
     # without option("problems") only records are rows
-    assert spark.read.format("rocketmq").load(str(extracted("garbage-tail"))).count() == 50
+    assert spark.read.format(fmt).load(str(extracted("garbage-tail"))).count() == 50
 
 
-def test_store_written_by_the_engine_and_a_directory_of_stores(spark, engine_store, extracted, tmp_path):
+def test_store_written_by_the_engine_and_a_directory_of_stores(spark, fmt, engine_store, extracted, tmp_path):
     """A fleet directory (one store per broker, broker-x/ or broker-x/store/) is one DataFrame."""
     root, results = engine_store
     fleet = tmp_path / "fleet"
     fleet.mkdir()
     (fleet / "broker-e").symlink_to(root.parent)          # broker-e/store/commitlog/...
     (fleet / "broker-b").symlink_to(extracted("basic"))   # broker-b/commitlog/...
-    df = spark.read.format("rocketmq").option("withBody", "true").load(str(fleet))
+    df = spark.read.format(fmt).option("withBody", "true").load(str(fleet))
     rows = rows_of(df)
     assert {r["broker"] for r in rows} == {"broker-e", "broker-b"}
     mine = {r["commitLogOffset"]: r for r in rows if r["broker"] == "broker-e"}
@@ -158,26 +170,29 @@ def test_consume_queue_source_matches_the_brokers_units(spark, extracted):
         assert mine == theirs, name
 
 
-def test_filters_pushed_down_give_what_spark_filters_give(spark, extracted):
-    """option("pushdown", "true"): the reader takes topic, queue, time and offset filters."""
+def test_filters_pushed_down_give_what_spark_filters_give(spark, fmt, extracted):
+    """The reader takes topic, queue, time and offset filters: the JVM reader always, the Python
+    data source with option("pushdown", "true")."""
     path = str(extracted("multifile"))
     times = sorted(r["storeTimestamp"] for r in broker_records("multifile").values())
     lo, hi = times[len(times) // 4], times[len(times) // 2]
     condition = (f"topic in ('OrderTopic', 'AuditTopic') and queueId = 0 and storeTimestamp >= {lo} "
                  f"and storeTimestamp < {hi} and commitLogOffset > 100000 and commitLogOffset <= 2000000")
     key = lambda r: r["commitLogOffset"]  # noqa: E731
-    plain = spark.read.format("rocketmq").load(path).where(condition)
-    pushed = spark.read.format("rocketmq").option("pushdown", "true").load(path).where(condition)
+    plain = spark.read.format(fmt).load(path).where(condition)
+    pushed = spark.read.format(fmt).option("pushdown", "true").load(path).where(condition)
     expected = sorted(rows_of(plain), key=key)
     assert expected and sorted(rows_of(pushed), key=key) == expected
     # Spark's own Filter keeps only what the reader did not take (here: the IS NOT NULLs)
     def spark_filter(df):
         plan = df._jdf.queryExecution().executedPlan().toString()
         return " ".join(line for line in plan.splitlines() if " Filter " in line)
-    assert "OrderTopic" in spark_filter(plain) and "<=" in spark_filter(plain)
-    assert "isnotnull(queueId" in spark_filter(pushed)
-    for taken in ("OrderTopic", "=", ">", "<"):
-        assert taken not in spark_filter(pushed)
+    if fmt == "rocketmq_python":
+        assert "OrderTopic" in spark_filter(plain) and "<=" in spark_filter(plain)
+    for df in [pushed] + ([plain] if fmt == "rocketmq" else []):
+        assert "isnotnull(queueId" in spark_filter(df)
+        for taken in ("OrderTopic", "=", ">", "<"):
+            assert taken not in spark_filter(df)
     # the same through the CQ source
     cq_pushed = spark.read.format("rocketmq_cq").option("pushdown", "true").load(path).where("topic = 'PaymentTopic'")
     assert cq_pushed.count() == sum(1 for r in broker_records("multifile").values() if r["topic"] == "PaymentTopic")
@@ -202,34 +217,35 @@ def test_pushdown_prunes_files_and_records_in_the_reader(extracted):
     assert sorted(r[7] for r in rows) == expected
 
 
-def test_without_pushdown_a_dataframe_can_be_queried_again(spark, extracted):
-    """Spark 4.1-4.3 keep pushed filters on the DataFrame; the default reader pushes none."""
-    df = spark.read.format("rocketmq").load(str(extracted("multifile")))
+def test_without_pushdown_a_dataframe_can_be_queried_again(spark, fmt, extracted):
+    """Spark 4.1-4.3 keep a Python data source's pushed filters on the DataFrame (its default
+    reader pushes none); the JVM reader pushes them per query."""
+    df = spark.read.format(fmt).load(str(extracted("multifile")))
     df.createOrReplaceTempView("multifile")
     audit = spark.sql("select count(*) from multifile where topic = 'AuditTopic'").collect()[0][0]
     assert audit == sum(1 for r in broker_records("multifile").values() if r["topic"] == "AuditTopic")
     assert spark.sql("select count(*) from multifile").collect()[0][0] == len(broker_records("multifile"))
 
 
-def test_a_read_of_some_columns_gives_those_columns_of_the_full_read(spark, extracted):
+def test_a_read_of_some_columns_gives_those_columns_of_the_full_read(spark, fmt, extracted):
     """option("columns") and a schema given to spark.read pick columns (PySpark tells Python data
     sources nothing of what a query reads): the same rows, fewer columns."""
     paths = stores_arg(extracted, ["multifile", *DAMAGED])
-    full = spark.read.format("rocketmq").option("problems", "true").option("withBody", "true").load(paths)
+    full = spark.read.format(fmt).option("problems", "true").option("withBody", "true").load(paths)
     key = lambda r: (r["broker"], r["file"], r["fileOffset"])  # noqa: E731
     for names in (["broker", "file", "fileOffset", "storeSize", "topic", "ok", "problems", "sysFlagText"],
                   ["tags", "body", "fileOffset", "broker", "file", "bodyCRCRecomputed"]):
-        df = spark.read.format("rocketmq").option("problems", "true").option("columns", ", ".join(names)).load(paths)
+        df = spark.read.format(fmt).option("problems", "true").option("columns", ", ".join(names)).load(paths)
         assert df.columns == names
         assert sorted(rows_of(df), key=key) == sorted(rows_of(full.select(*names)), key=key)
-    by_schema = spark.read.format("rocketmq").schema("storeSize INT, commitLogOffset BIGINT").load(paths)
+    by_schema = spark.read.format(fmt).schema("storeSize INT, commitLogOffset BIGINT").load(paths)
     got = by_schema.groupBy().agg({"*": "count", "storeSize": "sum"}).collect()[0]
     records = [r for name in ["multifile", *DAMAGED] for r in broker_records(name).values()]
     extra = fixture_summary("flipped-body-byte")["messagesWritten"] - len(broker_records("flipped-body-byte"))
     assert got["count(1)"] == len(records) + extra     # flipped-body-byte: records past the broker's cut too
     want = full.where("topic is not null").selectExpr("count(*)", "sum(storeSize)").collect()[0]
     assert (got["count(1)"], got["sum(storeSize)"]) == (want[0], want[1])
-    pushed = spark.read.format("rocketmq").option("pushdown", "true").option("columns", "topic,storeSize") \
+    pushed = spark.read.format(fmt).option("pushdown", "true").option("columns", "topic,storeSize") \
         .load(str(extracted("multifile"))).where("topic = 'OrderTopic'")
     orders = [r for r in broker_records("multifile").values() if r["topic"] == "OrderTopic"]
     assert pushed.selectExpr("count(*)", "sum(storeSize)").collect()[0][:] == \
@@ -245,9 +261,60 @@ def test_a_read_of_some_columns_gives_those_columns_of_the_full_read(spark, extr
     (lambda r: r.option("columns", " , "), "names no column"),
     (lambda r: r.schema("storeSize bigint"), "column 'storeSize' is int, not bigint"),
 ])
-def test_unknown_columns_are_a_clear_error(spark, extracted, how, message):
+def test_unknown_columns_are_a_clear_error(spark, fmt, extracted, how, message):
     with pytest.raises(Exception, match=message):
-        how(spark.read.format("rocketmq")).load(str(extracted("basic"))).collect()
+        how(spark.read.format(fmt)).load(str(extracted("basic"))).collect()
+
+
+def _scan_of(df) -> str:
+    """The BatchScan line of a DataFrame's plan: what the source is asked to read."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return next(line for line in plan.splitlines() if "BatchScan" in line)
+
+
+def test_the_jvm_reader_reads_only_the_columns_a_query_needs(spark, extracted):
+    """format("rocketmq") is the JVM reader: Spark tells it the columns a query reads (the Python
+    data source reads all 36), and the counts are the broker's."""
+    path = str(extracted("multifile"))
+    df = spark.read.format("rocketmq").load(path)
+    records = broker_records("multifile").values()
+    sums = df.selectExpr("count(*)", "sum(storeSize)")
+    assert "rocketmq struct<storeSize:int>" in _scan_of(sums)
+    assert tuple(sums.collect()[0]) == (len(records), sum(r["storeSize"] for r in records))
+    assert "rocketmq struct<>" in _scan_of(df.selectExpr("count(*)"))
+    assert df.count() == len(records)
+    topics = df.groupBy("topic").count()
+    assert "rocketmq struct<topic:string>" in _scan_of(topics)
+    want: dict = {}
+    for r in records:
+        want[r["topic"]] = want.get(r["topic"], 0) + 1
+    assert dict(map(tuple, topics.collect())) == want
+
+
+def test_a_read_that_fails_fails_the_query_with_mqtools_message(spark, store_copy):
+    """A partition's read that stops (its file gone since the plan) fails its task with mqtool's
+    one-line message: never a partition with rows missing."""
+    root = store_copy("multifile")
+    rdd = spark.read.format("rocketmq").load(str(root)).select("storeSize")._jdf.queryExecution().toRdd()
+    assert len(rdd.partitions()) > 1          # planned now: one partition per commitlog file
+    first = sorted((root / "commitlog").iterdir())[0]
+    first.rename(root / "moved-away")
+    with pytest.raises(Exception, match=f"{first}: cannot open: No such file or directory"):
+        rdd.count()
+
+
+def test_a_query_that_stops_reading_early_leaves_the_reader_serving(spark, extracted):
+    """A LIMIT drops a partition's connection halfway; the row server's worker goes on."""
+    path = str(extracted("multifile"))
+    df = spark.read.format("rocketmq").load(path)
+    for _ in range(3):
+        assert len(df.limit(2).collect()) == 2
+    assert df.count() == len(broker_records("multifile"))
+
+
+def test_a_row_server_that_cannot_start_is_a_clear_error(spark, extracted):
+    with pytest.raises(Exception, match="cannot start mqtool's row server with /nowhere/python"):
+        spark.read.format("rocketmq").option("python", "/nowhere/python").load(str(extracted("basic"))).count()
 
 
 # ------------------------------------------------------------------ per-file scans on Spark
@@ -405,7 +472,7 @@ def test_verify_crc_on_spark_finds_what_the_local_run_finds(store_copy, run_cli,
     assert strip(found) == strip(local.json_lines())
 
 
-def test_verify_crc_on_spark_of_a_clean_store_and_bad_options(extracted, run_cli, spark):
+def test_verify_crc_on_spark_of_a_clean_store_and_bad_options(extracted, run_cli, spark, tmp_path):
     result = run_cli("verify-crc", str(extracted("features")), "--engine", "spark")
     assert result.code == 0, result.err
     assert "0 problem(s)" in result.err
@@ -413,6 +480,9 @@ def test_verify_crc_on_spark_of_a_clean_store_and_bad_options(extracted, run_cli
     assert refused.code == 2 and "--jobs" in refused.err
     refused = run_cli("verify-crc", str(extracted("features")), "--master", "local[2]")
     assert refused.code == 2 and "--engine spark" in refused.err
+    refused = run_cli("export", str(extracted("features")), "--out", str(tmp_path / "x"),
+                      "--engine", "spark", "--spark-conf", "spark.mqtool.reader=scala")
+    assert refused.code == 2 and 'spark.mqtool.reader=scala: expected "jvm" or "python"' in refused.err
 
 
 # ------------------------------------------------------------------ rebuild-cq on Spark

@@ -111,11 +111,14 @@ def test_stats_on_a_standalone_cluster_equal_the_local_engine(cluster, extracted
     assert untimed(json.loads(line) for line in spark.stdout.splitlines()) == untimed(local.json_lines())
 
 
-def test_export_on_a_standalone_cluster_equals_the_local_engine(cluster, extracted, run_cli, tmp_path):
+@pytest.mark.parametrize("reader", ["jvm", "python"])
+def test_export_on_a_standalone_cluster_equals_the_local_engine(cluster, extracted, run_cli, tmp_path, reader):
+    """format("rocketmq") on the executors: the JVM reader (its jar shipped with spark.jars, a row
+    server on each executor), and the Python data source when spark.mqtool.reader says so."""
     url, env = cluster
     store = extracted("features")
     spark = _run(env, "export", store, "--out", tmp_path / "spark", "--format", "jsonl", "--with-body",
-                 "--engine", "spark", "--master", url)
+                 "--engine", "spark", "--master", url, "--spark-conf", f"spark.mqtool.reader={reader}")
     assert spark.returncode == 0, spark.stderr
     local_run = run_cli("export", store, "--out", tmp_path / "local", "--format", "jsonl", "--with-body")
     assert local_run.code == 0

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import glob
 import os
-import tempfile
+
+from mqtool.storage.fsutil import private_cache_dir
 
 
 def cache_dir_for(package_dir: str, environ, writable=None) -> str | None:
@@ -31,18 +32,7 @@ def cache_dir_for(package_dir: str, environ, writable=None) -> str | None:
     pycache = os.path.join(package_dir, "__pycache__")
     if writable(pycache if os.path.isdir(pycache) else package_dir):
         return None
-    home = os.path.expanduser("~")
-    bases = [environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), tempfile.gettempdir()]
-    for base in bases:
-        candidate = os.path.join(base, f"mqtool-numba-{os.geteuid()}")
-        try:
-            os.makedirs(candidate, mode=0o700, exist_ok=True)
-            if os.stat(candidate).st_uid == os.geteuid() and writable(candidate):
-                return candidate
-        except OSError:
-            continue
-    return None
-
+    return private_cache_dir(f"mqtool-numba-{os.geteuid()}", environ, writable)
 
 _cache_dir = cache_dir_for(os.path.dirname(os.path.abspath(__file__)), os.environ)
 if _cache_dir is not None:

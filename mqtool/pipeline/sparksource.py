@@ -1,6 +1,7 @@
 """mqtool on Apache Spark: PySpark data sources for store files, the session, and the Spark engine.
 
     spark.read.format("rocketmq").load("/data/rocketmq/store")       # one row per commitlog record
+    spark.read.format("rocketmq").load("/data/brokers")              # a directory of stores
     spark.read.format("rocketmq_cq").load("/data/brokers")           # one row per consume queue unit
 
 The data sources use the Python Data Source API (pyspark.sql.datasource, PySpark
@@ -12,8 +13,13 @@ mqtool, so it must be installed where they run (see README.md).  PySpark tells P
 nothing of the columns a query reads: option("columns", "a,b") or a schema of the user's picks
 them, and the reader decodes and hands over only those.
 
-pyspark and pyarrow are imported here only; nothing else in mqtool imports this
-module unless `--engine spark` is asked for.
+In the sessions session() starts, format("rocketmq") is the JVM reader instead (jvmreader,
+pipeline/jvm/): a DataSource V2 that gets column pruning and hands Spark columnar batches, while
+every answer it gives comes from the classes here, run by mqtool's row server (rowserver).  The
+Python data source is also registered as format("rocketmq_python").
+
+pyspark and pyarrow are imported here (and by the row server the JVM reader starts) only;
+nothing else in mqtool imports this module unless `--engine spark` is asked for.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import (
+    CaseInsensitiveDict,
     DataSource,
     DataSourceReader,
     EqualTo,
@@ -45,6 +52,7 @@ from mqtool.pipeline import engines as pipeline
 from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow
 
 FORMAT = "rocketmq"
+PYTHON_FORMAT = "rocketmq_python"     # the Python data source, also when format("rocketmq") is the JVM's
 CQ_FORMAT = "rocketmq_cq"
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
@@ -168,11 +176,16 @@ class _Pushdown:
     unpushable = ()
 
     def pushFilters(self, filters):
-        for f in filters:
-            op = _OPS.get(type(f))
-            column = f.attribute[0] if op and len(f.attribute) == 1 else None
-            if column is None or column in self.unpushable or not self.filters.push(op, column, f.value):
-                yield f
+        return push_filters(self.filters, filters, self.unpushable)
+
+
+def push_filters(taker: pipeline.Filters, filters, unpushable=()):
+    """The filters (pyspark's) that taker cannot take; each one it can take is pushed into it."""
+    for f in filters:
+        op = _OPS.get(type(f))
+        column = f.attribute[0] if op and len(f.attribute) == 1 else None
+        if column is None or column in unpushable or not taker.push(op, column, f.value):
+            yield f
 
 
 def _pushdown_wanted(options) -> bool:
@@ -231,6 +244,16 @@ class RocketMQDataSource(DataSource):
         return cls(self.options, _wanted(schema, pipeline.columns(True), FORMAT))
 
 
+class PythonRocketMQDataSource(RocketMQDataSource):
+    """format("rocketmq_python"): the Python data source under a name of its own, for sessions
+    where format("rocketmq") is the JVM reader (jvmreader): the same rows, for comparison, or
+    as a way around the JVM reader."""
+
+    @classmethod
+    def name(cls):
+        return PYTHON_FORMAT
+
+
 class QueueReader(_Reader):
     def __init__(self, options, cols=None):
         super().__init__(options, cols or pipeline.CQ_COLUMNS, pipeline.CQ_COLUMNS)
@@ -270,10 +293,86 @@ class ConsumeQueueDataSource(DataSource):
         return cls(self.options, _wanted(schema, pipeline.CQ_COLUMNS, CQ_FORMAT))
 
 
+# ------------------------------------------------------------------ the JVM reader's answers
+# format("rocketmq") in the JVM (jvmreader) asks mqtool's row server (rowserver), which answers
+# with these: the Python data source's own classes, so that both give the same rows.
+
+def _jvm_filters(specs):
+    """The JVM's simple filters ({"op", "column", "value"}) as pyspark's Python data source filters."""
+    kinds = {"eq": EqualTo, "gt": GreaterThan, "ge": GreaterThanOrEqual, "lt": LessThan, "le": LessThanOrEqual}
+    for spec in specs:
+        if spec["op"] == "in":
+            yield In((spec["column"],), tuple(spec["value"]))
+        else:
+            yield kinds[spec["op"]]((spec["column"],), spec["value"])
+
+
+def jvm_schema(options: dict) -> str:
+    return RocketMQDataSource(CaseInsensitiveDict(options)).schema()
+
+
+def jvm_push(specs) -> list[int]:
+    """The indexes of the filters the reader takes."""
+    filters = list(_jvm_filters(specs))
+    left = {id(f) for f in push_filters(pipeline.Filters(), filters)}
+    return [i for i, f in enumerate(filters) if id(f) not in left]
+
+
+def jvm_plan(options: dict, table, columns, specs):
+    """(the reader of a query, its partitions): the table's columns (a user's schema) checked, the
+    reader's the ones the query reads, the filters jvm_push said it takes pushed."""
+    known = pipeline.columns(True)
+    _checked([tuple(c) for c in table], known, FORMAT)
+    reader = PushdownCommitLogReader(CaseInsensitiveDict(options), _checked([tuple(c) for c in columns], known, FORMAT))
+    for f in reader.pushFilters(list(_jvm_filters(specs))):
+        raise ValueError(f"the reader does not take the filter {f}, which it took when asked")
+    return reader, [p.value for p in reader.partitions()]
+
+
+def jvm_read(reader, part):
+    """(a partition's Arrow batches, their schema)."""
+    return reader.read(InputPartition(part)), arrow_schema(reader.cols)
+
+
 def register(spark) -> None:
-    """Make format("rocketmq") and format("rocketmq_cq") known to this session."""
-    spark.dataSource.register(RocketMQDataSource)
+    """Make format("rocketmq"), format("rocketmq_python") and format("rocketmq_cq") known to this
+    session.  format("rocketmq") is the JVM reader when the session's JVM has it (its jar in
+    spark.jars: session() adds it), else the Python data source."""
+    from mqtool.pipeline import jvmreader
+
+    if not jvmreader.loaded(spark):
+        spark.dataSource.register(RocketMQDataSource)
+    spark.dataSource.register(PythonRocketMQDataSource)
     spark.dataSource.register(ConsumeQueueDataSource)
+
+
+def _reader_choice(conf) -> str:
+    """spark.mqtool.reader from --spark-conf: "jvm" (the default) or "python"."""
+    from mqtool.pipeline import jvmreader
+
+    choice = "jvm"
+    for item in conf:
+        key, _, value = item.partition("=")
+        if key.strip() == jvmreader.READER_CONF:
+            choice = value.strip().lower()
+    if choice not in ("jvm", "python"):
+        raise UsageError(f'--spark-conf {jvmreader.READER_CONF}={choice}: expected "jvm" or "python"')
+    return choice
+
+
+def _add_jvm_reader(settings, local: bool) -> None:
+    """The JVM reader's jar into spark.jars (built first if need be), so that format("rocketmq")
+    is the JVM reader; without a JDK to build it, the Python data source serves it."""
+    from mqtool.pipeline import jvmreader
+
+    jar, _ = jvmreader.jar()
+    if jar is None:
+        return
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j.strip()]
+    settings.set("spark.jars", ",".join(jars + [str(jar)]))
+    settings.set(jvmreader.DRIVER_PYTHON_CONF, sys.executable)
+    if local:
+        settings.set(jvmreader.PYTHON_CONF, sys.executable)
 
 
 # ------------------------------------------------------------------ the session
@@ -284,6 +383,7 @@ def session(master: str | None = None, conf=()):
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    reader = _reader_choice(conf)
     active = SparkSession.getActiveSession()
     if active is not None:
         register(active)
@@ -305,6 +405,8 @@ def session(master: str | None = None, conf=()):
         if not sep:
             raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE")
         settings.set(key.strip(), value.strip())
+    if reader == "jvm":
+        _add_jvm_reader(settings, local)
     try:
         if SparkContext._gateway is None:    # the JVM starts here (not again after a stop()): see _forward_stderr
             gateway = launch_gateway(settings, popen_kwargs={"stderr": subprocess.PIPE})

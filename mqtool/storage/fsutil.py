@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -225,3 +226,21 @@ def move_file(source, target, *, before_copy=None) -> None:
         source.unlink()
     fsync_dir(target.parent)
     fsync_dir(source.parent)
+
+
+def private_cache_dir(name: str, environ=None, writable=None) -> str | None:
+    """A directory of this user's own for files mqtool makes once and reuses (compiled kernels,
+    the JVM reader's jar): `name` under $XDG_CACHE_HOME, ~/.cache or the system's temp directory,
+    created 0700 and used only when this user owns it and can write it.  None: no such place."""
+    environ = os.environ if environ is None else environ
+    writable = writable or (lambda path: os.access(path, os.W_OK))
+    home = os.path.expanduser("~")
+    for base in (environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), tempfile.gettempdir()):
+        candidate = os.path.join(base, name)
+        try:
+            os.makedirs(candidate, mode=0o700, exist_ok=True)
+            if os.stat(candidate).st_uid == os.geteuid() and writable(candidate):
+                return candidate
+        except OSError:
+            continue
+    return None

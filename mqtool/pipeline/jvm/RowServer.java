@@ -1,0 +1,202 @@
+package mqtool.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.Channels;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+
+/**
+ * mqtool's row server (python -m mqtool.pipeline.rowserver), one per JVM and Python: every
+ * decision about stores, partitions and rows is made there, by the same code the Python data
+ * source runs; this JVM only asks and carries the answers.  A request is a length-prefixed
+ * JSON object; the answer starts with a byte: 'J' (a length-prefixed JSON object follows),
+ * 'A' (an Arrow IPC stream follows, to the end of the connection) or 'E' (a length-prefixed
+ * error message follows).
+ */
+final class RowServer {
+  static final ObjectMapper JSON = new ObjectMapper();
+  private static final Map<String, RowServer> SERVERS = new HashMap<>();
+  private static final long START_SECONDS = 300;
+
+  private final Process process;
+  private final Path socket;
+
+  private RowServer(String python) {
+    try {
+      Path dir = Files.createTempDirectory("mqtool-rows-");   // rwx------: only this user connects
+      socket = dir.resolve("socket");
+      ProcessBuilder builder = new ProcessBuilder(python, "-m", "mqtool.pipeline.rowserver", socket.toString());
+      builder.redirectError(ProcessBuilder.Redirect.INHERIT);
+      process = builder.start();     // its stdin stays open: the server leaves when this JVM does
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+        process.destroy();
+        try {
+          Files.deleteIfExists(socket);
+          Files.deleteIfExists(dir);
+        } catch (IOException ignored) {
+          // a temporary directory left behind
+        }
+      }));
+      awaitReady(python);
+    } catch (IOException e) {
+      throw new IllegalStateException("cannot start mqtool's row server with " + python + ": " + e.getMessage(), e);
+    }
+  }
+
+  private void awaitReady(String python) throws IOException {
+    BufferedReader out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+    Thread timer = new Thread(() -> {
+      try {
+        if (!process.waitFor(START_SECONDS, TimeUnit.SECONDS)) {
+          process.destroy();
+        }
+      } catch (InterruptedException ignored) {
+        // the server is up: nothing to wait for
+      }
+    });
+    timer.setDaemon(true);
+    timer.start();
+    String line = out.readLine();
+    timer.interrupt();
+    if (!"ready".equals(line)) {
+      throw new IllegalStateException("mqtool's row server did not start (" + python
+          + " -m mqtool.pipeline.rowserver; is mqtool installed for that Python?)");
+    }
+  }
+
+  /** The server of this JVM for the Python that Spark's Python workers run (see python()). */
+  static synchronized RowServer get(String python) {
+    RowServer server = SERVERS.get(python);
+    if (server == null || !server.process.isAlive()) {
+      server = new RowServer(python);
+      SERVERS.put(python, server);
+    }
+    return server;
+  }
+
+  /**
+   * The Python to run: option python, else (planning, on the driver) spark.mqtool.driverPython,
+   * else spark.mqtool.python, spark.pyspark.python, $PYSPARK_PYTHON, python3.
+   */
+  static String python(Map<String, String> options, boolean driver) {
+    String chosen = options.get("python");
+    if (chosen != null && !chosen.isEmpty()) {
+      return chosen;
+    }
+    SparkEnv env = SparkEnv.get();
+    if (env != null) {
+      SparkConf conf = env.conf();
+      String[] keys = driver
+          ? new String[] {"spark.mqtool.driverPython", "spark.mqtool.python", "spark.pyspark.python"}
+          : new String[] {"spark.mqtool.python", "spark.pyspark.python"};
+      for (String key : keys) {
+        if (conf.contains(key) && !conf.get(key).isEmpty()) {
+          return conf.get(key);
+        }
+      }
+    }
+    String fromEnv = System.getenv("PYSPARK_PYTHON");
+    return fromEnv != null && !fromEnv.isEmpty() ? fromEnv : "python3";
+  }
+
+  /** A connection with the request sent; the caller reads the answer and closes it. */
+  Connection send(Object request) throws IOException {
+    SocketChannel channel = SocketChannel.open(StandardProtocolFamily.UNIX);
+    try {
+      channel.connect(UnixDomainSocketAddress.of(socket));
+      byte[] body = JSON.writeValueAsBytes(request);
+      ByteBuffer head = ByteBuffer.allocate(4).putInt(0, body.length);
+      OutputStream out = Channels.newOutputStream(channel);
+      out.write(head.array());
+      out.write(body);
+      out.flush();
+      return new Connection(channel);
+    } catch (IOException e) {
+      channel.close();
+      throw e;
+    }
+  }
+
+  /** A JSON request answered with JSON; an 'E' answer is an IllegalArgumentException of its message. */
+  JsonNode ask(Object request) {
+    try (Connection c = send(request)) {
+      return c.json();
+    } catch (IOException e) {
+      throw new IllegalStateException("mqtool's row server: " + e.getMessage(), e);
+    }
+  }
+
+  static final class Connection implements AutoCloseable {
+    private final SocketChannel channel;
+    final DataInputStream in;
+
+    Connection(SocketChannel channel) {
+      this.channel = channel;
+      this.in = new DataInputStream(new java.io.BufferedInputStream(Channels.newInputStream(channel), 1 << 16));
+    }
+
+    /** The answer's kind byte; an error answer is thrown (IllegalArgumentException: mqtool's own message). */
+    byte kind() throws IOException {
+      byte kind = in.readByte();
+      if (kind == 'E') {
+        throw new IllegalArgumentException(text());
+      }
+      return kind;
+    }
+
+    JsonNode json() throws IOException {
+      byte kind = kind();
+      if (kind != 'J') {
+        throw new IOException("unexpected answer " + (char) kind);
+      }
+      return JSON.readTree(text());
+    }
+
+    InputStream stream() throws IOException {
+      byte kind = kind();
+      if (kind != 'A') {
+        throw new IOException("unexpected answer " + (char) kind);
+      }
+      return in;
+    }
+
+    /** After a stream: 'K', or the read's error (IllegalStateException of mqtool's message). */
+    void trailer() throws IOException {
+      int kind = in.read();
+      if (kind == 'E') {
+        throw new IllegalStateException(text());
+      }
+      if (kind != 'K') {
+        throw new IOException("mqtool's row server ended a partition's rows early");
+      }
+    }
+
+    private String text() throws IOException {
+      byte[] body = new byte[in.readInt()];
+      in.readFully(body);
+      return new String(body, StandardCharsets.UTF_8);
+    }
+
+    @Override
+    public void close() throws IOException {
+      channel.close();
+    }
+  }
+}

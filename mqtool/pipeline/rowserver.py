@@ -1,0 +1,202 @@
+"""mqtool's row server: the Python half of format("rocketmq") in the JVM (pipeline/jvm/).
+
+    python -m mqtool.pipeline.rowserver SOCKET [WORKERS]
+
+Spark's JVM starts one per driver or executor and asks it, over a Unix socket, for a schema,
+which filters its reader takes, a plan (the partitions of a read) and a partition's rows.  Every
+answer comes from the Python data source's own classes (sparksource.RocketMQDataSource and its
+readers), so the two sources give the same rows; the JVM side only adds what PySpark's Python
+data sources cannot have: column pruning and Spark's columnar batches.  The server loads mqtool
+and its compiled kernels once, then forks WORKERS workers (the CPUs it may use) that answer
+connections one after another, as PySpark's own daemon reuses its workers.  It leaves, with its
+workers, when its stdin closes (the JVM is gone) or on SIGTERM.
+
+A request is a 4-byte big-endian length and a JSON object; the answer is one byte, then:
+'J' a length-prefixed JSON object, 'E' a length-prefixed error message (mqtool's own, as the
+command line would print it), or 'A': an Arrow IPC stream, then 'K' (every row sent) or 'E' and
+the message of the error that stopped the read.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import gc
+import json
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import threading
+
+from mqtool.errors import MqError
+
+_LENGTH = struct.Struct(">I")
+_PR_SET_PDEATHSIG = 1
+
+
+def _blob(value) -> str:
+    return base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
+
+
+def _unblob(text: str):
+    return pickle.loads(base64.b64decode(text))
+
+
+def schema_of(request) -> dict:
+    from mqtool.pipeline import sparksource
+
+    return {"ddl": sparksource.jvm_schema(request["options"])}
+
+
+def push(request) -> dict:
+    """Which of the JVM's filters the reader takes (their indexes): Spark applies only the rest."""
+    from mqtool.pipeline import sparksource
+
+    return {"taken": sparksource.jvm_push(request["filters"])}
+
+
+def plan(request) -> dict:
+    """The reader of a query and its partitions, each pickled: the JVM hands them back, unread,
+    with each partition's read."""
+    from mqtool.pipeline import sparksource
+
+    reader, parts = sparksource.jvm_plan(request["options"], request["schema"], request["columns"],
+                                         request["filters"])
+    return {"reader": _blob(reader), "parts": [_blob(p) for p in parts]}
+
+
+def open_read(request):
+    """(the partition's Arrow batches, their schema): what stream() sends."""
+    from mqtool.pipeline import sparksource
+
+    return sparksource.jvm_read(_unblob(request["reader"]), _unblob(request["part"]))
+
+
+def stream(batches, schema, out) -> None:
+    """'A', the batches as one Arrow IPC stream (its schema first, even with no rows), then 'K',
+    or 'E' and the message of what stopped the read: a failed read is never a short partition."""
+    import pyarrow as pa
+
+    out.write(b"A")
+    failure = None
+    with pa.ipc.new_stream(out, schema) as writer:
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except Exception as exc:  # noqa: BLE001 - reported to the JVM, which fails the task with it
+                failure = _message(exc)
+                break
+            writer.write_batch(batch)     # the connection's own errors end the answer (OSError)
+    out.write(b"K" if failure is None else _text(b"E", failure))
+
+
+def _message(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, MqError) else f"{type(exc).__name__}: {exc}"
+
+
+def _text(kind: bytes, text: str) -> bytes:
+    body = text.encode("utf-8")
+    return kind + _LENGTH.pack(len(body)) + body
+
+
+def serve_one(conn) -> None:
+    """Answer one connection."""
+    with conn, conn.makefile("rb") as inp, conn.makefile("wb", buffering=1 << 18) as out:
+        head = inp.read(_LENGTH.size)
+        if len(head) < _LENGTH.size:
+            return
+        request = json.loads(inp.read(_LENGTH.unpack(head)[0]))
+        try:
+            op = request["op"]
+            if op == "read":
+                batches, schema = open_read(request)
+            else:
+                answer = {"schema": schema_of, "push": push, "plan": plan}[op](request)
+        except Exception as exc:  # noqa: BLE001 - the JVM shows it: an error, not a hung task
+            out.write(_text(b"E", _message(exc)))
+            return
+        if op == "read":
+            stream(batches, schema, out)
+        else:
+            out.write(_text(b"J", json.dumps(answer)))
+
+
+def _worker(server) -> None:
+    """A worker: answers connections one after another for as long as the server runs (a
+    connection the JVM dropped halfway, say under a LIMIT, costs its answer, not the worker)."""
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)   # Linux: leave with the server
+    except (AttributeError, OSError):
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    while True:
+        conn, _ = server.accept()
+        try:
+            serve_one(conn)
+        except OSError:
+            pass
+
+
+def _stop(workers) -> None:
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    os._exit(0)
+
+
+def _leave_with_stdin(workers) -> None:
+    """Stop when stdin reaches its end: the JVM that started this server is gone."""
+    while sys.stdin.buffer.read(1 << 12):
+        pass
+    _stop(workers)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) not in (1, 2):
+        print("usage: python -m mqtool.pipeline.rowserver SOCKET [WORKERS]", file=sys.stderr)
+        return 2
+    import pyarrow  # noqa: F401 - loaded once, before the forks
+
+    from mqtool.native import columnar, fastscan
+    from mqtool.pipeline import sparksource  # noqa: F401
+
+    fastscan.warm_up()                  # the compiled kernels, loaded here rather than in every worker
+    columnar.warm_up()
+    gc.freeze()                         # what is loaded now stays out of the workers' collections
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(argv[0])
+    server.listen(256)
+    count = int(argv[1]) if len(argv) == 2 else len(os.sched_getaffinity(0))
+    workers: set[int] = set()
+
+    def start_worker() -> None:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _worker(server)
+            finally:
+                os._exit(0)
+        workers.add(pid)
+
+    for _ in range(max(1, count)):
+        start_worker()
+    signal.signal(signal.SIGTERM, lambda *_: _stop(workers))
+    threading.Thread(target=_leave_with_stdin, args=(workers,), daemon=True).start()
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:                         # a worker that died is replaced
+        pid, _ = os.wait()
+        workers.discard(pid)
+        start_worker()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The row server (the Python half of the JVM reader) on its own: its protocol, its answers
+against the pipeline's rows, its errors, and its life (it leaves with the JVM that started it);
+and the JVM reader's jar, built with the JDK's javac.  Spark's side is tested in
+test_spark_pipeline.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import jvmreader
+
+from pipeline_expect import broker_records
+
+STORE_SIZE = [["storeSize", "int"]]
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A row server with two workers: (its process, its socket path)."""
+    path = str(tmp_path / "socket")
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool.pipeline.rowserver", path, "2"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"ready\n"
+    yield proc, path
+    proc.kill()
+    proc.wait()
+
+
+def ask(path: str, request: dict):
+    """(the answer's kind, a file to read the rest from)."""
+    conn = socket.socket(socket.AF_UNIX)
+    conn.connect(path)
+    body = json.dumps(request).encode()
+    conn.sendall(struct.pack(">I", len(body)) + body)
+    answer = conn.makefile("rb")
+    conn.close()
+    return answer.read(1), answer
+
+
+def text(answer) -> str:
+    (size,) = struct.unpack(">I", answer.read(4))
+    return answer.read(size).decode()
+
+
+def plan(path: str, store, columns=STORE_SIZE, filters=()) -> dict:
+    kind, answer = ask(path, {"op": "plan", "options": {"path": str(store)}, "schema": columns,
+                              "columns": columns, "filters": list(filters)})
+    assert kind == b"J", text(answer)
+    return json.loads(text(answer))
+
+
+def read(path: str, planned: dict, part: str):
+    """(the partition's Arrow table, the trailer: 'K' or the error message)."""
+    kind, answer = ask(path, {"op": "read", "reader": planned["reader"], "part": part})
+    assert kind == b"A"
+    stream = pa.ipc.open_stream(answer)
+    table = stream.read_all()
+    trailer = answer.read(1)
+    return table, ("K" if trailer == b"K" else text(answer))
+
+
+def test_plan_and_reads_give_the_pipelines_rows(server, extracted):
+    _, path = server
+    store = extracted("multifile")
+    columns = [["topic", "string"], ["storeSize", "int"], ["commitLogOffset", "bigint"]]
+    planned = plan(path, store, columns)
+    parts = pipeline.commitlog_parts(pipeline.find_stores([str(store)]))
+    assert len(planned["parts"]) == len(parts) > 1
+    got = []
+    for part in planned["parts"]:
+        table, trailer = read(path, planned, part)
+        assert trailer == "K" and table.column_names == ["topic", "storeSize", "commitLogOffset"]
+        got.extend(zip(*(table.column(c).to_pylist() for c in table.column_names)))
+    want = [(r["topic"], r["storeSize"], offset) for offset, r in broker_records("multifile").items()]
+    assert sorted(got, key=lambda r: r[2]) == sorted(want, key=lambda r: r[2])
+
+
+def test_pushed_filters_are_taken_or_left_and_the_plan_reads_with_them(server, extracted):
+    _, path = server
+    filters = [{"op": "eq", "column": "topic", "value": "AuditTopic"},
+               {"op": "eq", "column": "keys", "value": "x"},                 # no reader filter on keys
+               {"op": "lt", "column": "commitLogOffset", "value": 3 * 65536}]
+    kind, answer = ask(path, {"op": "push", "filters": filters})
+    assert kind == b"J" and json.loads(text(answer)) == {"taken": [0, 2]}
+    planned = plan(path, extracted("multifile"), [["topic", "string"], ["commitLogOffset", "bigint"]],
+                   [filters[0], filters[2]])
+    assert len(planned["parts"]) == 3           # files past the offset are not read at all
+    rows = [row for part in planned["parts"] for row in read(path, planned, part)[0].to_pylist()]
+    want = sorted(o for o, r in broker_records("multifile").items() if r["topic"] == "AuditTopic" and o < 3 * 65536)
+    assert sorted(r["commitLogOffset"] for r in rows) == want and {r["topic"] for r in rows} == {"AuditTopic"}
+
+
+def test_errors_are_mqtools_own_messages(server, tmp_path, store_copy):
+    _, path = server
+    kind, answer = ask(path, {"op": "plan", "options": {"path": str(tmp_path)}, "schema": STORE_SIZE,
+                              "columns": STORE_SIZE, "filters": []})
+    assert (kind, text(answer)) == (b"E", f"{tmp_path}: not a RocketMQ store, nor a directory of stores (one per broker)")
+    kind, answer = ask(path, {"op": "plan", "options": {"path": str(tmp_path)}, "schema": [["nope", "int"]],
+                              "columns": STORE_SIZE, "filters": []})
+    assert kind == b"E" and "has no column 'nope'" in text(answer)
+    # a read that stops: the rows sent so far, then its error (never a short partition that looks whole)
+    store = store_copy("multifile")
+    planned = plan(path, store)
+    first = sorted((store / "commitlog").iterdir())[0]
+    first.unlink()
+    table, trailer = read(path, planned, planned["parts"][0])
+    assert table.num_rows == 0 and trailer == f"{first}: cannot open: No such file or directory"
+    table, trailer = read(path, planned, planned["parts"][1])
+    assert table.num_rows > 0 and trailer == "K"
+
+
+def _workers(proc) -> set[int]:
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    return {int(pid) for pid in children}
+
+
+def _gone(pids, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+                   for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("how", ["stdin closed", "SIGTERM"])
+def test_the_server_leaves_with_its_workers(server, how):
+    proc, path = server
+    workers = _workers(proc)
+    assert len(workers) == 2
+    if how == "stdin closed":
+        proc.stdin.close()          # the JVM that started it is gone
+    else:
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+    assert _gone(workers)
+
+
+def test_a_worker_that_dies_is_replaced_and_a_dropped_connection_costs_nothing(server, extracted):
+    proc, path = server
+    planned = plan(path, extracted("multifile"))
+    dropped = socket.socket(socket.AF_UNIX)        # a read asked for and never read (a LIMIT)
+    dropped.connect(path)
+    body = json.dumps({"op": "read", "reader": planned["reader"], "part": planned["parts"][0]}).encode()
+    dropped.sendall(struct.pack(">I", len(body)) + body)
+    dropped.close()
+    victim = min(_workers(proc))
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while (len(_workers(proc) - {victim}) < 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_workers(proc) - {victim}) == 2
+    for part in planned["parts"]:
+        assert read(path, planned, part)[1] == "K"
+
+
+# ------------------------------------------------------------------ the jar
+
+def test_the_jar_is_built_once_with_the_data_source_registered(tmp_path):
+    environ = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    jar, why = jvmreader.jar(environ)
+    assert why == "" and jar.parent.parent == tmp_path
+    with zipfile.ZipFile(jar) as built:
+        assert built.read(jvmreader.REGISTER_SERVICE).decode().strip() == jvmreader.CLASS
+        assert "mqtool/spark/RocketMQSource.class" in built.namelist()
+    stamp = jar.stat().st_mtime_ns
+    assert jvmreader.jar(environ) == (jar, "") and jar.stat().st_mtime_ns == stamp   # not built again
+
+
+def test_no_jdk_or_a_failed_build_leaves_the_python_source(tmp_path, monkeypatch):
+    no_jdk = {"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
+    assert jvmreader.javac(no_jdk) is None
+    assert jvmreader.jar(no_jdk) == (None, 'no JDK (javac) found: format("rocketmq") runs in Python workers')
+    broken = tmp_path / "jvm"
+    broken.mkdir()
+    (broken / "Broken.java").write_text("package mqtool.spark; class Broken { int x = ; }\n")
+    monkeypatch.setattr(jvmreader, "SOURCES", broken)
+    jar, why = jvmreader.jar(dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
+    assert jar is None and why.startswith("the JVM reader did not compile (") and "Broken.java" in why
+    assert not list(tmp_path.rglob("*.jar"))
