@@ -18,12 +18,13 @@ FILE_UNITS = 100
 TAGS_CODE = ord("T")      # String.hashCode of the one-character tags "T"
 
 
-def build_batch_store(tmp_path, run_cli, count: int = 12, body: str = "batch {i}", file_units: int = FILE_UNITS):
-    """A 5.x store whose BatchT records (INNER_NUM 1, INNER_BASE i) have a batch queue built by
-    hand: (store, the queue's files, the units)."""
+def build_batch_store(tmp_path, run_cli, count: int = 12, body: str = "batch {i}", file_units: int = FILE_UNITS,
+                      base: str = "{i}"):
+    """A 5.x store whose BatchT records (INNER_NUM 1, INNER_BASE i, written as `base` says) have a
+    batch queue built by hand: (store, the queue's files, the units)."""
     store = tmp_path / "store"
     lines = [json.dumps({"topic": TOPIC, "queueId": 0, "body": body.format(i=i), "tags": "T",
-                         "properties": {"INNER_NUM": "1", "INNER_BASE": str(i)}}) for i in range(count)]
+                         "properties": {"INNER_NUM": "1", "INNER_BASE": base.format(i=i)}}) for i in range(count)]
     lines += [json.dumps({"topic": "Plain", "queueId": 1, "body": "plain"})]
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
     result = run_cli("append", store, "--set", "storeFormat=5", "--set", "mappedFileSizeCommitLog=65536",
@@ -90,6 +91,14 @@ def test_dump_shows_every_unit(batch_store, run_cli):
     assert not [u for u in other if u["type"] == "batch_unit"]
     table = run_cli("dump", store, "batchconsumequeue")
     assert table.code == 0 and "12 batch consume queue units" in table.err
+
+
+@pytest.mark.parametrize("base", ["+{i}", "0{i}"])
+def test_verify_reads_inner_base_as_the_broker_parses_it(tmp_path, run_cli, base):
+    """Long.parseLong takes "+5" and "05": the broker's msgBaseOffset is 5, and so is verify's."""
+    store, _, _ = build_batch_store(tmp_path, run_cli, base=base)
+    result = run_cli("verify-crc", store)
+    assert result.code == 0, result.out + result.err
 
 
 @pytest.mark.parametrize("unit, field, value, kinds", [

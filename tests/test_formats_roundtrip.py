@@ -904,3 +904,14 @@ def test_fixture_records_decode_the_same_both_ways_and_rebuild_exactly(name, ext
             found += 1
             pos += entry.total_size
     assert found == len(expected)
+
+
+@pytest.mark.parametrize("text, bits, value", [
+    ("5", 64, 5), ("+5", 64, 5), ("05", 64, 5), ("-0", 64, 0),
+    ("9223372036854775807", 64, (1 << 63) - 1), ("-9223372036854775808", 64, -(1 << 63)),
+    ("9223372036854775808", 64, None), ("32767", 16, 32767), ("-32768", 16, -32768), ("32768", 16, None),
+    ("", 64, None), ("+", 64, None), (" 5", 64, None), ("5 ", 64, None), ("5\n", 64, None), ("1e3", 64, None),
+    ("1_000", 64, None), ("\uff15", 64, 5), ("-\u0665", 64, -5),   # Long.parseLong takes any decimal digit
+])
+def test_java_integers_parse_as_java_parses_them(text, bits, value):
+    assert javastr.parse_java_integer(text, bits) == value

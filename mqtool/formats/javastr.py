@@ -7,9 +7,21 @@ outside the BMP count twice.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 _MASK = 0xFFFFFFFF
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")     # \d: any Unicode decimal digit, as Character.digit takes
+
+
+def parse_java_integer(text: str, bits: int = 64) -> int | None:
+    """Long.parseLong (bits 64), Integer.parseInt (32), Short.parseShort (16): an optional sign
+    and decimal digits (any script's: Java takes "\uff15" as 5), in range; None where Java would
+    throw NumberFormatException (spaces, underscores and "+" alone, which int() would take or not)."""
+    if not _JAVA_INTEGER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << (bits - 1)) <= value < 1 << (bits - 1) else None
 
 
 def _signed32(value: int) -> int:

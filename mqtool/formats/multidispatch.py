@@ -16,8 +16,9 @@ SCHEDULE_TOPIC_XXXX records and names holding a "/").
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from mqtool.formats.javastr import parse_java_integer
 
 INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
@@ -27,7 +28,6 @@ SEPARATOR = ","
 MARKER = (INNER_MULTI_DISPATCH + "\x01").encode()   # what a record carrying the property holds
 
 _NOT_5X = ("%RETRY%", "rmq_sys_")
-_LONG = re.compile(r"[+-]?[0-9]+\Z")
 
 
 def is_lmq(name: str) -> bool:
@@ -71,7 +71,8 @@ def targets(topic: str, queue_id: int, properties: dict, settings: Settings) -> 
     for name, offset in zip(names, offsets):
         if is_5x and "/" in name:
             continue
-        if not _LONG.match(offset) or not -(1 << 63) <= int(offset) < 1 << 63:
+        value = parse_java_integer(offset)
+        if value is None:
             break
-        out.append((name, LMQ_QUEUE_ID if enable_lmq and is_lmq(name) else queue_id, int(offset)))
+        out.append((name, LMQ_QUEUE_ID if enable_lmq and is_lmq(name) else queue_id, value))
     return out

@@ -10,12 +10,12 @@ for SCHEDULE_TOPIC_XXXX records, whose tagsCode is the delivery time
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
 from mqtool.formats import multidispatch, sysflag
 from mqtool.formats import properties as props
 from mqtool.formats.commitlog import Record
+from mqtool.formats.javastr import parse_java_integer
 from mqtool.formats.javastr import tags_code as _tags_code
 
 # Few distinct tags, hashed by a per-character loop: hash each once.
@@ -90,22 +90,19 @@ def from_record(record: Record, delay_levels_ms: list[int],
         keys=properties.get(props.KEYS, "") or "", uniq_key=properties.get(props.UNIQ_KEY),
         sys_flag=record.sys_flag, prepared_transaction_offset=record.prepared_transaction_offset,
         multi=properties if multidispatch.INNER_MULTI_DISPATCH in properties else None,
-        **_batch_fields(properties))
+        **batch_fields(properties))
 
 
 INNER_BASE, INNER_NUM = "INNER_BASE", "INNER_NUM"
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")     # what Long.parseLong / Short.parseShort take (ASCII digits)
 
 
-def _batch_fields(properties: dict) -> dict:
+def batch_fields(properties: dict) -> dict:
     """CommitLog.setBatchSizeIfNeeded: both properties, parsed as a long and a short (a text Java
     would not parse leaves the record without them here)."""
     base, num = properties.get(INNER_BASE), properties.get(INNER_NUM)
     if base is None or num is None:
         return {}
-    if not (_JAVA_INT.fullmatch(base) and _JAVA_INT.fullmatch(num)):
-        return {}
-    base_value, num_value = int(base), int(num)
-    if not (-(1 << 63) <= base_value < 1 << 63 and -(1 << 15) <= num_value < 1 << 15):
+    base_value, num_value = parse_java_integer(base), parse_java_integer(num, 16)
+    if base_value is None or num_value is None:
         return {}
     return {"msg_base_offset": base_value, "batch_size": num_value}

@@ -187,22 +187,24 @@ class MappedFile(ReferenceResource):
         """
         if self.writable or not isinstance(self.buf, mmap.mmap):
             return
-        end = (position // PAGE_SIZE) * PAGE_SIZE
-        if end - self._dropped_until >= step or (end and position >= self.file_size):
-            if hasattr(mmap, "MADV_DONTNEED") and end > self._dropped_until:
-                self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
-            self._dropped_until = end
+        self._drop_before(position, step)
 
     def drop_written_pages(self, step: int = WRITTEN_STEP) -> None:
         """Unmap from this process the pages appended so far (`step` bytes at a time), so that a
         long append keeps a flat resident set.  Safe for a writable shared mapping: a dirty page
         stays dirty in the page cache and is written back as before; only this process's page
         table entries go (a later read faults the page back in)."""
-        if not self.writable or not isinstance(self.buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        if not self.writable or not isinstance(self.buf, mmap.mmap):
             return
-        end = (self.wrote_position // PAGE_SIZE) * PAGE_SIZE
-        if end - self._dropped_until >= step or (end > self._dropped_until and end >= self.file_size):
-            self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
+        self._drop_before(self.wrote_position, step)
+
+    def _drop_before(self, position: int, step: int) -> None:
+        """MADV_DONTNEED the whole pages between the last drop and position, once `step` bytes of
+        them have gathered or position has reached the file's end."""
+        end = (position // PAGE_SIZE) * PAGE_SIZE
+        if end > self._dropped_until and (end - self._dropped_until >= step or position >= self.file_size):
+            if hasattr(mmap, "MADV_DONTNEED"):
+                self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
             self._dropped_until = end
 
     def populate(self, start: int, length: int) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from mqtool.forensics.verify.findings import Finding
 from mqtool.formats import batchconsumequeue as fmt
-from mqtool.storage import batchqueue, commitlog
-
-INNER_NUM, INNER_BASE = "INNER_NUM", "INNER_BASE"
+from mqtool.storage import batchqueue, commitlog, dispatchrequest
 
 
 def check(layout, runs, emit, display) -> set:
@@ -60,7 +58,7 @@ def _check_queue(queue, topic, queue_id, directory, emit, display) -> int | None
             if isinstance(record, str):
                 problem("unit-not-a-record", f"unit {n}: no valid record starts at commitlog offset {offset}")
                 continue
-            props = record.properties
+            batch_fields = dispatchrequest.batch_fields(record.properties)   # INNER_BASE, INNER_NUM as Java parses them
             checks = [("unit-size-mismatch", "the unit's size is not the record's size", record.total_size, size),
                       ("unit-wrong-topic", "the record belongs to another topic", topic, record.topic),
                       ("unit-wrong-queue", "the record belongs to another queue", queue_id, record.queue_id),
@@ -68,9 +66,9 @@ def _check_queue(queue, topic, queue_id, directory, emit, display) -> int | None
                        record.queue_offset, base),
                       ("batch-unit-store-time", "storeTime is not the record's", record.store_timestamp, store_time),
                       ("batch-unit-base", "msgBaseOffset is not the record's INNER_BASE",
-                       props.get(INNER_BASE), str(base)),
-                      ("batch-unit-size", "batchSize is not the record's INNER_NUM", props.get(INNER_NUM),
-                       str(batch))]
+                       batch_fields.get("msg_base_offset"), base),
+                      ("batch-unit-size", "batchSize is not the record's INNER_NUM", batch_fields.get("batch_size"),
+                       batch)]
             for kind, message, want, got in checks:
                 if want != got:
                     problem(kind, f"unit {n}: {message}", want, got)
