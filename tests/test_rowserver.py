@@ -42,6 +42,7 @@ def server(tmp_path):
 def ask(path: str, request: dict):
     """(the answer's kind, a file to read the rest from)."""
     conn = socket.socket(socket.AF_UNIX)
+    conn.settimeout(30)          # a server that does not answer fails the test instead of hanging it
     conn.connect(path)
     body = json.dumps(request).encode()
     conn.sendall(struct.pack(">I", len(body)) + body)
@@ -148,6 +149,34 @@ def test_the_server_leaves_with_its_workers(server, how):
         proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=10)
     assert _gone(workers)
+    assert not Path(path).exists()      # the socket is removed (and the JVM's private directory)
+
+
+def test_a_connection_that_waits_on_busy_workers_gets_one_more(tmp_path, run_cli):
+    """A task may hold one connection while it opens another (a zip of two reads): with every
+    worker answering, the server forks one more instead of leaving the new connection waiting."""
+    store = tmp_path / "store"      # two commitlog files of 4 MiB bodies: more than a socket buffers
+    lines = "".join(json.dumps({"topic": "Big", "body": "x" * (4 << 20)}) + "\n" for _ in range(4))
+    (tmp_path / "big.jsonl").write_text(lines)
+    appended = run_cli("append", store, "--set", f"mappedFileSizeCommitLog={10 << 20}", "--input",
+                       tmp_path / "big.jsonl")
+    assert appended.code == 0, appended.err
+    path = str(tmp_path / "socket")
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool.pipeline.rowserver", path, "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        planned = plan(path, store, [["body", "binary"]])
+        assert len(planned["parts"]) == 2
+        kind, held = ask(path, {"op": "read", "reader": planned["reader"], "part": planned["parts"][0]})
+        assert kind == b"A"              # the one worker is answering it, and nobody reads the rest
+        started = time.monotonic()
+        assert read(path, planned, planned["parts"][1])[1] == "K"
+        assert time.monotonic() - started < 10 and len(_workers(proc)) == 2
+        assert pa.ipc.open_stream(held).read_all().num_rows == 2
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_a_worker_that_dies_is_replaced_and_a_dropped_connection_costs_nothing(server, extracted):

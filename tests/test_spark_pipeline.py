@@ -291,6 +291,49 @@ def test_the_jvm_reader_reads_only_the_columns_a_query_needs(spark, extracted):
     assert dict(map(tuple, topics.collect())) == want
 
 
+def test_a_query_of_a_struct_field_reads_the_whole_column(spark, extracted):
+    """Spark's nested schema pruning asks for problems.kind alone; the JVM reader reads the
+    problems column whole and gives what the Python data source gives."""
+    paths = stores_arg(extracted, DAMAGED)
+    results = []
+    for fmt in SOURCES:
+        df = spark.read.format(fmt).option("problems", "true").load(paths)
+        kinds = sorted(map(tuple, df.selectExpr("commitLogOffset", "problems.kind").collect()),
+                       key=lambda r: (r[0], r[1] or []))
+        bad_magic = df.where("array_contains(problems.kind, 'bad-magic')").count()
+        messages = sorted(r[0] for r in df.selectExpr("explode(problems) as p").select("p.message").collect())
+        results.append((kinds, bad_magic, messages))
+    assert results[0] == results[1] and results[0][1] == 1 and results[0][2]
+
+
+def test_a_task_that_reads_two_partitions_at_once_gets_its_rows(spark, extracted):
+    """zip() has each task read a partition of both DataFrames at once, holding two connections
+    (test_rowserver shows the server adding a worker when all are busy, which this needs on
+    partitions bigger than a socket's buffers)."""
+    import threading
+
+    path = str(extracted("multifile"))
+    a = spark.read.format("rocketmq").load(path).select("commitLogOffset").rdd
+    b = spark.read.format("rocketmq").load(path).select("storeSize").rdd
+    result = []
+    worker = threading.Thread(target=lambda: result.append(a.zip(b).count()), daemon=True)
+    worker.start()
+    worker.join(120)
+    if worker.is_alive():
+        spark.sparkContext.cancelAllJobs()
+        pytest.fail("zip of two reads did not finish in 120 s")
+    assert result == [len(broker_records("multifile"))]
+
+
+def test_the_python_reader_is_refused_where_the_jvm_has_its_own(spark):
+    from mqtool.errors import UsageError
+    from mqtool.pipeline import sparksource
+
+    with pytest.raises(UsageError, match=r"spark.mqtool.reader=python: this process's JVM has the JVM reader"):
+        sparksource.session(conf=["spark.mqtool.reader=python"])
+    sparksource.register(spark)          # the session's own choice stands
+
+
 def test_a_read_that_fails_fails_the_query_with_mqtools_message(spark, store_copy):
     """A partition's read that stops (its file gone since the plan) fails its task with mqtool's
     one-line message: never a partition with rows missing."""
@@ -299,8 +342,12 @@ def test_a_read_that_fails_fails_the_query_with_mqtools_message(spark, store_cop
     assert len(rdd.partitions()) > 1          # planned now: one partition per commitlog file
     first = sorted((root / "commitlog").iterdir())[0]
     first.rename(root / "moved-away")
-    with pytest.raises(Exception, match=f"{first}: cannot open: No such file or directory"):
-        rdd.count()
+    from mqtool.errors import NotAStoreError
+    from mqtool.pipeline.sparksource import spark_errors
+
+    with pytest.raises(NotAStoreError, match=f"^{first}: cannot open: No such file or directory$"):
+        with spark_errors():       # what export does: mqtool's one line, not Spark's wrappers
+            rdd.count()
 
 
 def test_a_query_that_stops_reading_early_leaves_the_reader_serving(spark, extracted):

@@ -7,9 +7,11 @@ which filters its reader takes, a plan (the partitions of a read) and a partitio
 answer comes from the Python data source's own classes (sparksource.RocketMQDataSource and its
 readers), so the two sources give the same rows; the JVM side only adds what PySpark's Python
 data sources cannot have: column pruning and Spark's columnar batches.  The server loads mqtool
-and its compiled kernels once, then forks WORKERS workers (the CPUs it may use) that answer
-connections one after another, as PySpark's own daemon reuses its workers.  It leaves, with its
-workers, when its stdin closes (the JVM is gone) or on SIGTERM.
+and its compiled kernels once, then forks WORKERS workers (the executor's cores; the CPUs it may
+use by default) that answer connections one after another, as PySpark's own daemon reuses its
+workers; when all are busy and a connection waits, it forks one more (a task may hold one
+connection while it opens another).  It leaves, with its workers, when its stdin closes (the
+JVM is gone) or on SIGTERM, and removes its socket.
 
 A request is a 4-byte big-endian length and a JSON object; the answer is one byte, then:
 'J' a length-prefixed JSON object, 'E' a length-prefixed error message (mqtool's own, as the
@@ -23,13 +25,16 @@ import base64
 import ctypes
 import gc
 import json
+import mmap
 import os
 import pickle
+import select
 import signal
 import socket
 import struct
 import sys
 import threading
+import time
 
 from mqtool.errors import MqError
 
@@ -91,7 +96,13 @@ def stream(batches, schema, out) -> None:
             except Exception as exc:  # noqa: BLE001 - reported to the JVM, which fails the task with it
                 failure = _message(exc)
                 break
-            writer.write_batch(batch)     # the connection's own errors end the answer (OSError)
+            try:
+                writer.write_batch(batch)
+            except OSError:
+                raise                     # the connection's own errors end the answer
+            except Exception as exc:  # noqa: BLE001 - a batch that does not fit its schema: said, not lost
+                failure = _message(exc)
+                break
     out.write(b"K" if failure is None else _text(b"E", failure))
 
 
@@ -126,36 +137,54 @@ def serve_one(conn) -> None:
             out.write(_text(b"J", json.dumps(answer)))
 
 
-def _worker(server) -> None:
-    """A worker: answers connections one after another for as long as the server runs (a
-    connection the JVM dropped halfway, say under a LIMIT, costs its answer, not the worker)."""
+_SLOTS = 1024                 # the most workers at once
+_SPARE_SECONDS = 10.0         # how long a worker beyond the first ones stays idle before it leaves
+
+
+def _worker(server, busy, slot: int, stays: bool) -> None:
+    """A worker: answers connections one after another, marking its slot busy meanwhile.  One of
+    the first workers stays for as long as the server runs; one added while all were busy leaves
+    once idle for _SPARE_SECONDS.  A connection the JVM dropped halfway (a LIMIT, a cancelled
+    task) costs its answer, not the worker."""
     try:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)   # Linux: leave with the server
     except (AttributeError, OSError):
         pass
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     while True:
+        if not stays and not select.select([server], [], [], _SPARE_SECONDS)[0]:
+            return
         conn, _ = server.accept()
+        busy[slot] = 1
         try:
             serve_one(conn)
         except OSError:
             pass
+        finally:
+            busy[slot] = 0
 
 
-def _stop(workers) -> None:
+def _stop(workers, path: str) -> None:
+    """Stop the workers, and remove the socket and the private directory the JVM made for it."""
     for pid in workers:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+    try:
+        os.unlink(path)
+        if os.path.basename(os.path.dirname(path)).startswith("mqtool-rows-"):
+            os.rmdir(os.path.dirname(path))
+    except OSError:
+        pass
     os._exit(0)
 
 
-def _leave_with_stdin(workers) -> None:
+def _leave_with_stdin(workers, path: str) -> None:
     """Stop when stdin reaches its end: the JVM that started this server is gone."""
     while sys.stdin.buffer.read(1 << 12):
         pass
-    _stop(workers)
+    _stop(workers, path)
 
 
 def main(argv=None) -> int:
@@ -163,6 +192,10 @@ def main(argv=None) -> int:
     if len(argv) not in (1, 2):
         print("usage: python -m mqtool.pipeline.rowserver SOCKET [WORKERS]", file=sys.stderr)
         return 2
+    path = argv[0]
+    first = max(1, min(int(argv[1]) if len(argv) == 2 else len(os.sched_getaffinity(0)), _SLOTS))
+    ready = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)            # past "ready" nobody reads stdout: whatever prints there goes to stderr
     import pyarrow  # noqa: F401 - loaded once, before the forks
 
     from mqtool.native import columnar, fastscan
@@ -172,30 +205,45 @@ def main(argv=None) -> int:
     columnar.warm_up()
     gc.freeze()                         # what is loaded now stays out of the workers' collections
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(argv[0])
+    server.bind(path)
     server.listen(256)
-    count = int(argv[1]) if len(argv) == 2 else len(os.sched_getaffinity(0))
-    workers: set[int] = set()
+    busy = mmap.mmap(-1, _SLOTS)        # shared with the workers: busy[slot] while one answers
+    workers: dict[int, int] = {}        # pid -> slot
 
-    def start_worker() -> None:
+    def start_worker(slot: int) -> None:
         pid = os.fork()
         if pid == 0:
             try:
-                _worker(server)
+                _worker(server, busy, slot, slot < first)
             finally:
                 os._exit(0)
-        workers.add(pid)
+        workers[pid] = slot
 
-    for _ in range(max(1, count)):
-        start_worker()
-    signal.signal(signal.SIGTERM, lambda *_: _stop(workers))
-    threading.Thread(target=_leave_with_stdin, args=(workers,), daemon=True).start()
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    while True:                         # a worker that died is replaced
-        pid, _ = os.wait()
-        workers.discard(pid)
-        start_worker()
+    for slot in range(first):
+        start_worker(slot)
+    signal.signal(signal.SIGTERM, lambda *_: _stop(workers, path))
+    threading.Thread(target=_leave_with_stdin, args=(workers, path), daemon=True).start()
+    ready.write("ready\n")
+    ready.close()
+    while True:
+        waiting = select.select([server], [], [], 0.5)[0]
+        while workers:                  # a worker that died frees its slot; one of the first is replaced
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            slot = workers.pop(pid, None)
+            if slot is not None:
+                busy[slot] = 0
+                if slot < first:
+                    start_worker(slot)
+        if not waiting:
+            continue
+        if all(busy[slot] for slot in workers.values()) and len(workers) < _SLOTS:
+            # every worker is answering and a connection waits (a task may hold one connection
+            # while it opens another): one more worker, so that nobody waits on a busy one
+            start_worker(min(set(range(_SLOTS)) - set(workers.values())))
+        else:
+            time.sleep(0.001)           # an idle worker is taking it
 
 
 if __name__ == "__main__":

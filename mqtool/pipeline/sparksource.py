@@ -27,10 +27,12 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -47,7 +49,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from mqtool.errors import UsageError
+from mqtool.errors import MqError, NotAStoreError, UsageError
 from mqtool.pipeline import engines as pipeline
 from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow
 
@@ -334,14 +336,20 @@ def jvm_read(reader, part):
     return reader.read(InputPartition(part)), arrow_schema(reader.cols)
 
 
-def register(spark) -> None:
+def register(spark, reader: str | None = None) -> None:
     """Make format("rocketmq"), format("rocketmq_python") and format("rocketmq_cq") known to this
     session.  format("rocketmq") is the JVM reader when the session's JVM has it (its jar in
-    spark.jars: session() adds it), else the Python data source."""
+    spark.jars: session() adds it), else the Python data source.  reader: "python" to insist on
+    the Python data source (spark.mqtool.reader by default), refused where the JVM has its own."""
     from mqtool.pipeline import jvmreader
 
+    reader = reader or spark.conf.get(jvmreader.READER_CONF, "jvm")
     if not jvmreader.loaded(spark):
         spark.dataSource.register(RocketMQDataSource)
+    elif reader == "python":
+        raise UsageError(f'{jvmreader.READER_CONF}=python: this process\'s JVM has the JVM reader from an earlier '
+                         'session, which keeps the name format("rocketmq"); start a new process (or use '
+                         'format("rocketmq_python"))')
     spark.dataSource.register(PythonRocketMQDataSource)
     spark.dataSource.register(ConsumeQueueDataSource)
 
@@ -386,7 +394,7 @@ def session(master: str | None = None, conf=()):
     reader = _reader_choice(conf)
     active = SparkSession.getActiveSession()
     if active is not None:
-        register(active)
+        register(active, reader if any(c.partition("=")[0].strip() == "spark.mqtool.reader" for c in conf) else None)
         return active, False
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
         raise UsageError("--engine spark needs Java 17 or newer (java on PATH, or JAVA_HOME)")
@@ -405,6 +413,7 @@ def session(master: str | None = None, conf=()):
         if not sep:
             raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE")
         settings.set(key.strip(), value.strip())
+    settings.set("spark.mqtool.reader", reader)
     if reader == "jvm":
         _add_jvm_reader(settings, local)
     try:
@@ -417,7 +426,11 @@ def session(master: str | None = None, conf=()):
     except Exception as exc:  # noqa: BLE001 - Java failing to start shows up as many error types
         raise UsageError(f"cannot start Spark ({master}): {exc}") from None
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    try:
+        register(spark)
+    except UsageError:
+        spark.stop()
+        raise
     return spark, True
 
 
@@ -513,10 +526,35 @@ class SparkEngine:
 
 
 # ------------------------------------------------------------------ export
+_ROWS_ERROR = re.compile(r"mqtool\.spark\.RowsException: ([^\n]*)")
+
+
+@contextmanager
+def spark_errors():
+    """mqtool's own errors out of Spark's wrappers: an error the JVM reader's row server answered
+    with (RowsException, its message mqtool's one line) is the NotAStoreError it stands for (data
+    that could not be read: a file gone since the plan, say), not an internal error."""
+    try:
+        yield
+    except MqError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Spark's errors come as Py4J and PySpark types alike
+        found = _ROWS_ERROR.search(str(exc))
+        if found is None:
+            raise
+        raise NotAStoreError(found.group(1)) from None
+
+
 def export(engine, stores, out: str, fmt: str, with_body: bool, filters: pipeline.Filters,
                  overwrite: bool) -> dict:
     """`export` with Spark's own writer from the rocketmq data source; the counts are read back from
     what was written (which also checks it reads)."""
+    with spark_errors():
+        return _export(engine, stores, out, fmt, with_body, filters, overwrite)
+
+
+def _export(engine, stores, out: str, fmt: str, with_body: bool, filters: pipeline.Filters,
+            overwrite: bool) -> dict:
     # df is new and serves this one write, so the filters it pushes cannot leak into another query
     df = engine.read(stores, with_body=with_body, pushdown=True)
     df = _where(df, filters)

@@ -31,12 +31,33 @@ final class ArrowPartitionReader implements PartitionReader<ColumnarBatch> {
     request.put("op", "read");
     request.put("reader", reader);
     request.put("part", part);
+    RowServer.Connection opened = null;
+    BufferAllocator made = null;
     try {
-      connection = server.send(request);
-      allocator = ROOT.newChildAllocator("mqtool-rows", 0, Long.MAX_VALUE);
-      stream = new ArrowStreamReader(connection.stream(), allocator);
-    } catch (IOException e) {
-      throw new UncheckedIOException("mqtool's row server: " + e.getMessage(), e);
+      opened = server.send(request);
+      made = ROOT.newChildAllocator("mqtool-rows", 0, Long.MAX_VALUE);
+      stream = new ArrowStreamReader(opened.stream(), made);
+    } catch (IOException | RuntimeException e) {
+      if (made != null) {
+        made.close();
+      }
+      closeQuietly(opened);
+      if (e instanceof IOException) {
+        throw new UncheckedIOException("mqtool's row server: " + e.getMessage(), (IOException) e);
+      }
+      throw (RuntimeException) e;
+    }
+    connection = opened;
+    allocator = made;
+  }
+
+  private static void closeQuietly(RowServer.Connection c) {
+    if (c != null) {
+      try {
+        c.close();
+      } catch (IOException ignored) {
+        // closing what failed
+      }
     }
   }
 
@@ -64,9 +85,12 @@ final class ArrowPartitionReader implements PartitionReader<ColumnarBatch> {
   public void close() throws IOException {
     try {
       stream.close();
-      allocator.close();
     } finally {
-      connection.close();
+      try {
+        allocator.close();
+      } finally {
+        connection.close();
+      }
     }
   }
 }

@@ -124,9 +124,15 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
       this.required = schema;
     }
 
+    /** The columns a query reads, whole: Spark's nested pruning may ask for a part of a struct
+     * (problems.kind), and the reader hands over a column as the table has it. */
     @Override
     public void pruneColumns(StructType requiredSchema) {
-      required = requiredSchema;
+      StructType whole = new StructType();
+      for (String name : requiredSchema.fieldNames()) {
+        whole = whole.add(schema.apply(name));
+      }
+      required = whole;
     }
 
     /** The simple filters the reader takes (it skips files and records that fail them, so Spark

@@ -39,24 +39,49 @@ final class RowServer {
   private final Path socket;
 
   private RowServer(String python) {
+    Path dir = null;
     try {
-      Path dir = Files.createTempDirectory("mqtool-rows-");   // rwx------: only this user connects
+      dir = Files.createTempDirectory("mqtool-rows-");   // rwx------: only this user connects
       socket = dir.resolve("socket");
-      ProcessBuilder builder = new ProcessBuilder(python, "-m", "mqtool.pipeline.rowserver", socket.toString());
+      ProcessBuilder builder = new ProcessBuilder(python, "-m", "mqtool.pipeline.rowserver", socket.toString(),
+          Integer.toString(workers()));
       builder.redirectError(ProcessBuilder.Redirect.INHERIT);
       process = builder.start();     // its stdin stays open: the server leaves when this JVM does
-      Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-        process.destroy();
-        try {
-          Files.deleteIfExists(socket);
-          Files.deleteIfExists(dir);
-        } catch (IOException ignored) {
-          // a temporary directory left behind
-        }
-      }));
-      awaitReady(python);
     } catch (IOException e) {
+      removeQuietly(dir);
       throw new IllegalStateException("cannot start mqtool's row server with " + python + ": " + e.getMessage(), e);
+    }
+    try {
+      awaitReady(python);
+    } catch (IOException | RuntimeException e) {
+      process.destroy();
+      removeQuietly(dir);
+      throw e instanceof IllegalStateException ? (IllegalStateException) e
+          : new IllegalStateException("mqtool's row server with " + python + ": " + e.getMessage(), e);
+    }
+    Path made = dir;
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      process.destroy();
+      removeQuietly(made);
+    }));
+  }
+
+  /** As many workers as this executor runs tasks at once (spark.executor.cores), at most the CPUs. */
+  private static int workers() {
+    int cpus = Runtime.getRuntime().availableProcessors();
+    SparkEnv env = SparkEnv.get();
+    return env == null ? cpus : Math.max(1, Math.min(cpus, env.conf().getInt("spark.executor.cores", cpus)));
+  }
+
+  private static void removeQuietly(Path dir) {
+    if (dir == null) {
+      return;
+    }
+    try {
+      Files.deleteIfExists(dir.resolve("socket"));
+      Files.deleteIfExists(dir);
+    } catch (IOException ignored) {
+      // a temporary directory left behind
     }
   }
 
@@ -134,7 +159,7 @@ final class RowServer {
     }
   }
 
-  /** A JSON request answered with JSON; an 'E' answer is an IllegalArgumentException of its message. */
+  /** A JSON request answered with JSON; an 'E' answer is a RowsException of its message. */
   JsonNode ask(Object request) {
     try (Connection c = send(request)) {
       return c.json();
@@ -152,11 +177,11 @@ final class RowServer {
       this.in = new DataInputStream(new java.io.BufferedInputStream(Channels.newInputStream(channel), 1 << 16));
     }
 
-    /** The answer's kind byte; an error answer is thrown (IllegalArgumentException: mqtool's own message). */
+    /** The answer's kind byte; an error answer is thrown (RowsException: mqtool's own message). */
     byte kind() throws IOException {
       byte kind = in.readByte();
       if (kind == 'E') {
-        throw new IllegalArgumentException(text());
+        throw new RowsException(text());
       }
       return kind;
     }
@@ -177,11 +202,11 @@ final class RowServer {
       return in;
     }
 
-    /** After a stream: 'K', or the read's error (IllegalStateException of mqtool's message). */
+    /** After a stream: 'K', or the read's error (RowsException: mqtool's own message). */
     void trailer() throws IOException {
       int kind = in.read();
       if (kind == 'E') {
-        throw new IllegalStateException(text());
+        throw new RowsException(text());
       }
       if (kind != 'K') {
         throw new IOException("mqtool's row server ended a partition's rows early");
