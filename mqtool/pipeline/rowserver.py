@@ -144,8 +144,10 @@ _SPARE_SECONDS = 10.0         # how long a worker beyond the first ones stays id
 def _worker(server, busy, slot: int, stays: bool) -> None:
     """A worker: answers connections one after another, marking its slot busy meanwhile.  One of
     the first workers stays for as long as the server runs; one added while all were busy leaves
-    once idle for _SPARE_SECONDS.  A connection the JVM dropped halfway (a LIMIT, a cancelled
-    task) costs its answer, not the worker."""
+    once idle for _SPARE_SECONDS (or, when another worker took the connection that woke it, after
+    the next one: the listening socket is shared and blocking, so a lost race blocks in accept).
+    A connection the JVM dropped halfway (a LIMIT, a cancelled task) costs its answer, not the
+    worker."""
     try:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)   # Linux: leave with the server
     except (AttributeError, OSError):
@@ -166,7 +168,7 @@ def _worker(server, busy, slot: int, stays: bool) -> None:
 
 def _stop(workers, path: str) -> None:
     """Stop the workers, and remove the socket and the private directory the JVM made for it."""
-    for pid in workers:
+    for pid in list(workers):          # a copy: the main thread may be adding or removing one
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
