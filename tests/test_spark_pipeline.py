@@ -375,6 +375,21 @@ def test_reused_workers_keep_what_they_loaded_out_of_the_collectors_sight(engine
     assert max(frozen) > 10_000    # modules, numba's and pyarrow's objects: far more than a task makes
 
 
+def test_a_task_that_fails_raises_mqtools_error_as_the_local_engine_does(engine, store_copy):
+    """A task's mqtool error (here: its file gone since the plan) reaches the command as the error
+    itself, one line and its exit code, as from the local engine: not PySpark's text of it."""
+    root = store_copy("multifile")
+    parts = pipeline.commitlog_parts(pipeline.find_stores([str(root)]))
+    (root / parts[1].display).unlink()
+    with pytest.raises(Exception) as local:
+        pipeline.LocalEngine(1).map(pipeline.count_entries, parts)
+    with pytest.raises(type(local.value)) as on_spark:
+        engine.map(pipeline.count_entries, parts)
+    assert str(on_spark.value) == str(local.value) and "cannot open" in str(local.value)
+    with pytest.raises(type(local.value), match="cannot open"):
+        list(engine.imap(pipeline.count_entries, parts))
+
+
 def test_map_runs_a_per_file_scan_like_the_local_walk(engine, extracted, engine_store):
     """SparkEngine.map (what verify-crc/rebuild-cq --engine spark will build on): per-file counts
     of records, BLANKs and problems equal one local walk over the whole commitlog."""

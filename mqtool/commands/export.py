@@ -53,7 +53,7 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
                              "(or use --format jsonl)") from None
     loading = time.perf_counter()
     if engine == "local":
-        exporter.warm_up(fmt)      # loading the compiled kernels is start-up, timed on its own
+        exporter.warm_up(fmt, with_body)   # loading the compiled kernels is start-up, timed on its own
     started = time.perf_counter()
     runner = engineopts.open_engine(engine, jobs, master, spark_conf)
     try:

@@ -106,6 +106,15 @@ class Lines:
         return out[:used]
 
 
+def warm_up(lines: Lines) -> None:
+    """Load the compiled renderer now, with the argument types of a real render (zero rows), so
+    that its loading is timed as start-up."""
+    from mqtool.forensics.rowblocks import Block
+
+    zero, empty = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
+    lines.render(Block(0, "", {name: zero[:0] for name in lines.ints}, {}, (zero, zero, empty, zero, empty)))
+
+
 def _int32(a):
     return np.require(a, np.int32, ["C", "W"])
 

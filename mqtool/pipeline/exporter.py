@@ -27,15 +27,20 @@ DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 FORMATS = ("parquet", "jsonl")
 
 
-def warm_up(fmt: str) -> None:
+def warm_up(fmt: str, with_body: bool = False) -> None:
     """Load what the local engine's export needs before it starts (the compiled kernels, and
-    pyarrow's Parquet writer), so that the export's own time is measured apart from it."""
+    pyarrow's Parquet writer or the JSON lines renderer), so that the export's own time is
+    measured apart from it."""
     from mqtool.native import columnar, fastscan
 
     fastscan.warm_up()
     columnar.warm_up()
     if fmt == "parquet":
         import pyarrow.parquet  # noqa: F401
+    else:
+        from mqtool.forensics import blockjson
+
+        blockjson.warm_up(json_lines([c for c in pipeline.columns(with_body) if c[0] != "topic"]))
 
 
 def escape_path_name(name: str | None) -> str:

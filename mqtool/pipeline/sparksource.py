@@ -136,15 +136,33 @@ def _settle() -> None:
         gc.freeze()
 
 
+class _Failed:
+    """A task's mqtool error or OSError, returned instead of raised: raised in the task, Spark
+    would hand the driver PySpark's text of it (an internal error to the command line); the
+    driver raises it itself (_raised), one line and its exit code, as the local engine does."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _raised(result):
+    if isinstance(result, _Failed):
+        raise result.error
+    return result
+
+
 class _Settled:
-    """scan(part), as a Spark task (see _settle)."""
+    """scan(part), as a Spark task (see _settle and _Failed)."""
 
     def __init__(self, scan):
         self.scan = scan
 
     def __call__(self, part):
         _settle()
-        return self.scan(part)
+        try:
+            return self.scan(part)
+        except (MqError, OSError) as exc:
+            return _Failed(exc)
 
 
 class _Reader(DataSourceReader):
@@ -477,7 +495,8 @@ class SparkEngine:
         parts = list(parts)
         if not parts:
             return []
-        return self.spark.sparkContext.parallelize(parts, len(parts)).map(_Settled(scan)).collect()
+        return [_raised(r) for r in self.spark.sparkContext.parallelize(parts, len(parts)).map(_Settled(scan))
+                .collect()]
 
     def imap(self, scan, parts):
         """map() as a stream, for results too big to collect at once: the partitions run in waves
@@ -498,7 +517,7 @@ class SparkEngine:
                 results = pending.result()
                 if following is not None:
                     pending = submitter.submit(context.runJob, rdd, _as_is, following)
-                yield from results
+                yield from map(_raised, results)
 
     def read(self, stores, *, with_body: bool = False, with_problems: bool = False, check_crc: bool = True,
              pushdown: bool = False, columns=None):
