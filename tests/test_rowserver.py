@@ -57,8 +57,8 @@ def text(answer) -> str:
 
 
 def plan(path: str, store, columns=STORE_SIZE, filters=()) -> dict:
-    kind, answer = ask(path, {"op": "plan", "options": {"path": str(store)}, "schema": columns,
-                              "columns": columns, "filters": list(filters)})
+    kind, answer = ask(path, {"op": "plan", "source": "rocketmq", "options": {"path": str(store)},
+                              "schema": columns, "columns": columns, "filters": list(filters)})
     assert kind == b"J", text(answer)
     return json.loads(text(answer))
 
@@ -94,7 +94,7 @@ def test_pushed_filters_are_taken_or_left_and_the_plan_reads_with_them(server, e
     filters = [{"op": "eq", "column": "topic", "value": "AuditTopic"},
                {"op": "eq", "column": "keys", "value": "x"},                 # no reader filter on keys
                {"op": "lt", "column": "commitLogOffset", "value": 3 * 65536}]
-    kind, answer = ask(path, {"op": "push", "filters": filters})
+    kind, answer = ask(path, {"op": "push", "source": "rocketmq", "filters": filters})
     assert kind == b"J" and json.loads(text(answer)) == {"taken": [0, 2]}
     planned = plan(path, extracted("multifile"), [["topic", "string"], ["commitLogOffset", "bigint"]],
                    [filters[0], filters[2]])
@@ -106,11 +106,11 @@ def test_pushed_filters_are_taken_or_left_and_the_plan_reads_with_them(server, e
 
 def test_errors_are_mqtools_own_messages(server, tmp_path, store_copy):
     _, path = server
-    kind, answer = ask(path, {"op": "plan", "options": {"path": str(tmp_path)}, "schema": STORE_SIZE,
-                              "columns": STORE_SIZE, "filters": []})
+    kind, answer = ask(path, {"op": "plan", "source": "rocketmq", "options": {"path": str(tmp_path)},
+                              "schema": STORE_SIZE, "columns": STORE_SIZE, "filters": []})
     assert (kind, text(answer)) == (b"E", f"{tmp_path}: not a RocketMQ store, nor a directory of stores (one per broker)")
-    kind, answer = ask(path, {"op": "plan", "options": {"path": str(tmp_path)}, "schema": [["nope", "int"]],
-                              "columns": STORE_SIZE, "filters": []})
+    kind, answer = ask(path, {"op": "plan", "source": "rocketmq", "options": {"path": str(tmp_path)},
+                              "schema": [["nope", "int"]], "columns": STORE_SIZE, "filters": []})
     assert kind == b"E" and "has no column 'nope'" in text(answer)
     # a read that stops: the rows sent so far, then its error (never a short partition that looks whole)
     store = store_copy("multifile")
@@ -204,8 +204,8 @@ def test_the_jar_is_built_once_with_the_data_source_registered(tmp_path):
     jar, why = jvmreader.jar(environ)
     assert why == "" and jar.parent.parent == tmp_path
     with zipfile.ZipFile(jar) as built:
-        assert built.read(jvmreader.REGISTER_SERVICE).decode().strip() == jvmreader.CLASS
-        assert "mqtool/spark/RocketMQSource.class" in built.namelist()
+        assert built.read(jvmreader.REGISTER_SERVICE).decode().split() == [jvmreader.CLASS, jvmreader.QUEUE_CLASS]
+        assert {"mqtool/spark/RocketMQSource.class", "mqtool/spark/RocketMQQueueSource.class"} <= set(built.namelist())
     stamp = jar.stat().st_mtime_ns
     assert jvmreader.jar(environ) == (jar, "") and jar.stat().st_mtime_ns == stamp   # not built again
 

@@ -159,9 +159,16 @@ def test_store_written_by_the_engine_and_a_directory_of_stores(spark, fmt, engin
     assert len([r for r in rows if r["broker"] == "broker-b"]) == 50
 
 
-def test_consume_queue_source_matches_the_brokers_units(spark, extracted):
+@pytest.mark.parametrize("cq_fmt", ["rocketmq_cq", "rocketmq_cq_python"])
+def test_consume_queue_source_matches_the_brokers_units(spark, extracted, cq_fmt):
     names = ["basic", "multifile", "features"]
-    rows = rows_of(spark.read.format("rocketmq_cq").load(stores_arg(extracted, names)))
+    df = spark.read.format(cq_fmt).load(stores_arg(extracted, names))
+    if cq_fmt == "rocketmq_cq":      # the JVM reader: what a query reads, and the filters it takes
+        assert "rocketmq_cq struct<topic:string>" in _scan_of(df.groupBy("topic").count())
+        assert "pushed" in _scan_of(df.where("topic = 'PaymentTopic'").select("size"))
+        assert df.count() == sum(1 for name in names for u in expected_read(name) if u["type"] == "cq_unit") \
+            + df.where("not ok").count()
+    rows = rows_of(df)
     for name in names:
         mine = {(r["topic"], r["queueId"], r["queueOffset"]): (r["commitLogOffset"], r["size"], r["tagsCode"])
                 for r in rows if r["broker"] == name and r["ok"]}

@@ -158,21 +158,11 @@ def _swap_in(layout, stage: Path, built: set, wanted, with_index: bool, quaranti
             removed.append((topic, queue_id))
             _remove_empty(directory)
     for topic, queue_id in sorted(built):
-        source = stage / "consumequeue" / topic / str(queue_id)
-        target = layout.consumequeue_dir / topic / str(queue_id)
-        target.mkdir(parents=True, exist_ok=True)
-        for path in sorted(source.iterdir()):
-            os.replace(path, target / path.name)
-        fsutil.fsync_dir(target)
+        _move_in(stage / "consumequeue" / topic / str(queue_id), layout.consumequeue_dir / topic / str(queue_id))
     if with_index:
         for info in layout.index_files():
             quarantine.move_file(info.path, "index file replaced by rebuild-cq --index")
-        layout.index_dir.mkdir(exist_ok=True)
-        staged = stage / "index"
-        if staged.is_dir():
-            for path in sorted(staged.iterdir()):
-                os.replace(path, layout.index_dir / path.name)
-        fsutil.fsync_dir(layout.index_dir)
+        _move_in(stage / "index", layout.index_dir)
     return removed
 
 
@@ -188,11 +178,16 @@ def _swap_in_tree(root: Path, staged: Path, wanted, quarantine, reason: str) -> 
             _remove_empty(directory)
     for topic in sorted(staged.iterdir()) if staged.is_dir() else []:
         for source in sorted(topic.iterdir()):
-            target = root / topic.name / source.name
-            target.mkdir(parents=True, exist_ok=True)
-            for path in sorted(source.iterdir()):
-                os.replace(path, target / path.name)
-            fsutil.fsync_dir(target)
+            _move_in(source, root / topic.name / source.name)
+
+
+def _move_in(source: Path, target: Path) -> None:
+    """The staged files of source (if any) into target, made if need be; then target's entries
+    are made durable."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.iterdir()) if source.is_dir() else []:
+        os.replace(path, target / path.name)
+    fsutil.fsync_dir(target)
 
 
 def _remove_empty(directory: Path) -> None:

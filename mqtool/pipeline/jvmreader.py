@@ -22,7 +22,9 @@ from pathlib import Path
 from mqtool.storage.fsutil import private_cache_dir
 
 SOURCES = Path(__file__).with_name("jvm")
-CLASS = "mqtool.spark.RocketMQSource"
+CLASS = "mqtool.spark.RocketMQSource"                 # format("rocketmq")
+QUEUE_CLASS = "mqtool.spark.RocketMQQueueSource"      # format("rocketmq_cq")
+_SERVICES = f"{CLASS}\n{QUEUE_CLASS}\n"
 REGISTER_SERVICE = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
 READER_CONF = "spark.mqtool.reader"       # "jvm" (the default, when a JDK can build it) or "python"
 PYTHON_CONF = "spark.mqtool.python"       # the Python of the row servers on the executors
@@ -48,8 +50,9 @@ def spark_jars(environ=None) -> Path:
 
 
 def _key(jars: Path) -> str:
-    """The build's identity: the Java sources and the Spark they were compiled against."""
-    digest = hashlib.sha256()
+    """The build's identity: the Java sources, the data sources registered, and the Spark they
+    were compiled against."""
+    digest = hashlib.sha256(_SERVICES.encode())
     for source in sorted(SOURCES.glob("*.java")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
     for jar in sorted(jars.glob("spark-sql_*.jar")):
@@ -80,7 +83,7 @@ def jar(environ=None) -> tuple[Path | None, str]:
             return None, f"the JVM reader did not compile ({first[:300]})"
         built = Path(work) / "reader.jar"
         with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as out:
-            out.writestr(REGISTER_SERVICE, CLASS + "\n")
+            out.writestr(REGISTER_SERVICE, _SERVICES)
             for path in sorted(classes.rglob("*.class")):
                 out.write(path, path.relative_to(classes).as_posix())
         os.replace(built, target)     # whole or not at all, if two sessions build at once

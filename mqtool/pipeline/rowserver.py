@@ -53,14 +53,14 @@ def _unblob(text: str):
 def schema_of(request) -> dict:
     from mqtool.pipeline import sparksource
 
-    return {"ddl": sparksource.jvm_schema(request["options"])}
+    return {"ddl": sparksource.jvm_schema(request["source"], request["options"])}
 
 
 def push(request) -> dict:
     """Which of the JVM's filters the reader takes (their indexes): Spark applies only the rest."""
     from mqtool.pipeline import sparksource
 
-    return {"taken": sparksource.jvm_push(request["filters"])}
+    return {"taken": sparksource.jvm_push(request["source"], request["filters"])}
 
 
 def plan(request) -> dict:
@@ -68,8 +68,8 @@ def plan(request) -> dict:
     with each partition's read."""
     from mqtool.pipeline import sparksource
 
-    reader, parts = sparksource.jvm_plan(request["options"], request["schema"], request["columns"],
-                                         request["filters"])
+    reader, parts = sparksource.jvm_plan(request["source"], request["options"], request["schema"],
+                                         request["columns"], request["filters"])
     return {"reader": _blob(reader), "parts": [_blob(p) for p in parts]}
 
 

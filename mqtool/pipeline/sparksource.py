@@ -56,6 +56,7 @@ from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow
 FORMAT = "rocketmq"
 PYTHON_FORMAT = "rocketmq_python"     # the Python data source, also when format("rocketmq") is the JVM's
 CQ_FORMAT = "rocketmq_cq"
+PYTHON_CQ_FORMAT = "rocketmq_cq_python"
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 SESSION_CONF = {
@@ -317,6 +318,15 @@ class ConsumeQueueDataSource(DataSource):
 # format("rocketmq") in the JVM (jvmreader) asks mqtool's row server (rowserver), which answers
 # with these: the Python data source's own classes, so that both give the same rows.
 
+class PythonConsumeQueueDataSource(ConsumeQueueDataSource):
+    """format("rocketmq_cq_python"): the Python consume queue source under a name of its own (see
+    PythonRocketMQDataSource)."""
+
+    @classmethod
+    def name(cls):
+        return PYTHON_CQ_FORMAT
+
+
 def _jvm_filters(specs):
     """The JVM's simple filters ({"op", "column", "value"}) as pyspark's Python data source filters."""
     kinds = {"eq": EqualTo, "gt": GreaterThan, "ge": GreaterThanOrEqual, "lt": LessThan, "le": LessThanOrEqual}
@@ -327,23 +337,32 @@ def _jvm_filters(specs):
             yield kinds[spec["op"]]((spec["column"],), spec["value"])
 
 
-def jvm_schema(options: dict) -> str:
-    return RocketMQDataSource(CaseInsensitiveDict(options)).schema()
+def _jvm_source(source: str):
+    """(data source class, pushdown reader class, its columns) of format(source)."""
+    if source == FORMAT:
+        return RocketMQDataSource, PushdownCommitLogReader, pipeline.columns(True)
+    if source == CQ_FORMAT:
+        return ConsumeQueueDataSource, PushdownQueueReader, pipeline.CQ_COLUMNS
+    raise ValueError(f"no data source {source!r}")
 
 
-def jvm_push(specs) -> list[int]:
+def jvm_schema(source: str, options: dict) -> str:
+    return _jvm_source(source)[0](CaseInsensitiveDict(options)).schema()
+
+
+def jvm_push(source: str, specs) -> list[int]:
     """The indexes of the filters the reader takes."""
     filters = list(_jvm_filters(specs))
-    left = {id(f) for f in push_filters(pipeline.Filters(), filters)}
+    left = {id(f) for f in push_filters(pipeline.Filters(), filters, _jvm_source(source)[1].unpushable)}
     return [i for i, f in enumerate(filters) if id(f) not in left]
 
 
-def jvm_plan(options: dict, table, columns, specs):
+def jvm_plan(source: str, options: dict, table, columns, specs):
     """(the reader of a query, its partitions): the table's columns (a user's schema) checked, the
     reader's the ones the query reads, the filters jvm_push said it takes pushed."""
-    known = pipeline.columns(True)
-    _checked([tuple(c) for c in table], known, FORMAT)
-    reader = PushdownCommitLogReader(CaseInsensitiveDict(options), _checked([tuple(c) for c in columns], known, FORMAT))
+    _, reader_class, known = _jvm_source(source)
+    _checked([tuple(c) for c in table], known, source)
+    reader = reader_class(CaseInsensitiveDict(options), _checked([tuple(c) for c in columns], known, source))
     for f in reader.pushFilters(list(_jvm_filters(specs))):
         raise ValueError(f"the reader does not take the filter {f}, which it took when asked")
     return reader, [p.value for p in reader.partitions()]
@@ -355,21 +374,23 @@ def jvm_read(reader, part):
 
 
 def register(spark, reader: str | None = None) -> None:
-    """Make format("rocketmq"), format("rocketmq_python") and format("rocketmq_cq") known to this
-    session.  format("rocketmq") is the JVM reader when the session's JVM has it (its jar in
-    spark.jars: session() adds it), else the Python data source.  reader: "python" to insist on
+    """Make format("rocketmq") and format("rocketmq_cq") known to this session, and the Python data
+    sources as format("rocketmq_python") and format("rocketmq_cq_python").  format("rocketmq")
+    and format("rocketmq_cq") are the JVM reader when the session's JVM has it (its jar in
+    spark.jars: session() adds it), else the Python data sources.  reader: "python" to insist on
     the Python data source (spark.mqtool.reader by default), refused where the JVM has its own."""
     from mqtool.pipeline import jvmreader
 
     reader = reader or spark.conf.get(jvmreader.READER_CONF, "jvm")
     if not jvmreader.loaded(spark):
         spark.dataSource.register(RocketMQDataSource)
+        spark.dataSource.register(ConsumeQueueDataSource)
     elif reader == "python":
         raise UsageError(f'{jvmreader.READER_CONF}=python: this process\'s JVM has the JVM reader from an earlier '
                          'session, which keeps the name format("rocketmq"); start a new process (or use '
                          'format("rocketmq_python"))')
     spark.dataSource.register(PythonRocketMQDataSource)
-    spark.dataSource.register(ConsumeQueueDataSource)
+    spark.dataSource.register(PythonConsumeQueueDataSource)
 
 
 def _reader_choice(conf) -> str:

@@ -31,19 +31,21 @@ import org.apache.spark.sql.sources.GreaterThanOrEqual;
 import org.apache.spark.sql.sources.In;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * format("rocketmq") in the JVM: the columns a query reads (column pruning) and its simple
+ * format("rocketmq") in the JVM (and format("rocketmq_cq"): RocketMQQueueSource): the columns a
+ * query reads (column pruning) and its simple
  * filters go to mqtool's row server, which plans the partitions and decodes each one with the
  * same code as the Python data source (mqtool.pipeline.sparksource); its Arrow batches become
  * Spark's columnar batches as they are.  The rows are the Python data source's, only the
  * columns nobody reads are never made.
  */
-public final class RocketMQSource implements TableProvider, DataSourceRegister {
+public class RocketMQSource implements TableProvider, DataSourceRegister {
   @Override
   public String shortName() {
     return "rocketmq";
@@ -54,6 +56,7 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
     Map<String, String> given = options.asCaseSensitiveMap();
     Map<String, Object> request = new LinkedHashMap<>();
     request.put("op", "schema");
+    request.put("source", shortName());
     request.put("options", given);
     JsonNode answer = RowServer.get(RowServer.python(given, true)).ask(request);
     return StructType.fromDDL(answer.get("ddl").asText());
@@ -66,7 +69,7 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-    return new RocketMQTable(schema, new HashMap<>(properties));
+    return new RocketMQTable(shortName(), schema, new HashMap<>(properties));
   }
 
   static List<List<String>> columns(StructType schema) {
@@ -78,17 +81,19 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
   }
 
   static final class RocketMQTable implements Table, SupportsRead {
+    private final String source;
     private final StructType schema;
     private final Map<String, String> options;
 
-    RocketMQTable(StructType schema, Map<String, String> options) {
+    RocketMQTable(String source, StructType schema, Map<String, String> options) {
+      this.source = source;
       this.schema = schema;
       this.options = options;
     }
 
     @Override
     public String name() {
-      return "rocketmq";
+      return source;
     }
 
     @Override
@@ -105,20 +110,22 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap scanOptions) {
       Map<String, String> all = new HashMap<>(options);
       all.putAll(scanOptions.asCaseSensitiveMap());
-      return new RocketMQScan(schema, all);
+      return new RocketMQScan(source, schema, all);
     }
   }
 
   /** The scan builder, the scan and its batch: one object, as nothing is shared between them. */
   static final class RocketMQScan implements ScanBuilder, SupportsPushDownRequiredColumns,
       SupportsPushDownFilters, Scan, Batch {
+    private final String source;
     private final StructType schema;
     private final Map<String, String> options;
     private StructType required;
     private final List<Map<String, Object>> pushed = new ArrayList<>();
     private final List<Filter> pushedFilters = new ArrayList<>();
 
-    RocketMQScan(StructType schema, Map<String, String> options) {
+    RocketMQScan(String source, StructType schema, Map<String, String> options) {
+      this.source = source;
       this.schema = schema;
       this.options = options;
       this.required = schema;
@@ -154,6 +161,7 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
       if (!specs.isEmpty()) {
         Map<String, Object> request = new LinkedHashMap<>();
         request.put("op", "push");
+        request.put("source", source);
         request.put("filters", specs);
         JsonNode taken = RowServer.get(RowServer.python(options, true)).ask(request).get("taken");
         boolean[] pushedHere = new boolean[specs.size()];
@@ -218,7 +226,7 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
 
     @Override
     public String description() {
-      return "rocketmq " + required.simpleString() + (pushed.isEmpty() ? "" : " pushed " + pushed);
+      return source + " " + required.simpleString() + (pushed.isEmpty() ? "" : " pushed " + pushed);
     }
 
     @Override
@@ -232,10 +240,10 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
     public InputPartition[] planInputPartitions() {
       Map<String, Object> request = new LinkedHashMap<>();
       request.put("op", "plan");
+      request.put("source", source);
       request.put("options", options);
       request.put("schema", columns(schema));
-      // the reader needs a column to count rows by when a query reads none (count(*))
-      request.put("columns", required.fields().length > 0 ? columns(required) : List.of(List.of("storeSize", "int")));
+      request.put("columns", required.fields().length > 0 ? columns(required) : countColumn());
       request.put("filters", pushed);
       JsonNode answer = RowServer.get(RowServer.python(options, true)).ask(request);
       plannedReader = answer.get("reader").asText();
@@ -245,6 +253,17 @@ public final class RocketMQSource implements TableProvider, DataSourceRegister {
         out[i] = new Part(parts.get(i).asText());
       }
       return out;
+    }
+
+    /** The column the reader hands over when a query reads none (count(*)): the rows are counted
+     * by it; the table's first int column, the least to make and carry. */
+    private List<List<String>> countColumn() {
+      for (StructField f : schema.fields()) {
+        if (f.dataType() instanceof IntegerType) {
+          return List.of(List.of(f.name(), "int"));
+        }
+      }
+      return List.of(columns(schema).get(0));
     }
 
     @Override
