@@ -1,11 +1,12 @@
-"""The JVM half of format("rocketmq"): its Java sources (pipeline/jvm/), built into a jar once per
-source and Spark version with the JDK's javac, for mqtool's Spark sessions to load.
+"""The JVM half of format("rocketmq") and format("rocketmq_cq"): its Java sources (pipeline/jvm/),
+built into a jar once per source and Spark version with the JDK's javac, for mqtool's Spark
+sessions to load.
 
 Why a JVM half at all: PySpark's Python data sources are told nothing of the columns a query
 reads, so every query makes and carries every column, and Spark turns each Arrow batch into
 rows.  A JVM data source gets column pruning and hands Spark columnar batches; the rows
 themselves still come from mqtool's Python code, through its row server (rowserver.py).
-Without a JDK (javac) the Python data source serves format("rocketmq"), with the same rows.
+Without a JDK (javac) the Python data sources serve both names, with the same rows.
 """
 
 from __future__ import annotations

@@ -13,10 +13,11 @@ mqtool, so it must be installed where they run (see README.md).  PySpark tells P
 nothing of the columns a query reads: option("columns", "a,b") or a schema of the user's picks
 them, and the reader decodes and hands over only those.
 
-In the sessions session() starts, format("rocketmq") is the JVM reader instead (jvmreader,
-pipeline/jvm/): a DataSource V2 that gets column pruning and hands Spark columnar batches, while
-every answer it gives comes from the classes here, run by mqtool's row server (rowserver).  The
-Python data source is also registered as format("rocketmq_python").
+In the sessions session() starts, format("rocketmq") and format("rocketmq_cq") are the JVM
+reader instead (jvmreader, pipeline/jvm/): a DataSource V2 that gets column pruning and hands
+Spark columnar batches, while every answer it gives comes from the classes here, run by mqtool's
+row server (rowserver).  The Python data sources are also registered as format("rocketmq_python")
+and format("rocketmq_cq_python").
 
 pyspark and pyarrow are imported here (and by the row server the JVM reader starts) only;
 nothing else in mqtool imports this module unless `--engine spark` is asked for.
