@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 import time
@@ -120,10 +119,7 @@ def main(argv=None) -> int:
         record("Spark map (same scan)", spark.cores, wall, *totals(result))
 
         def dataframe(fmt, columns=None):
-            reader = spark.spark.read.format(fmt)
-            if columns:
-                reader = reader.option("columns", ",".join(columns))
-            df = reader.option("paths", json.dumps([f"{s.broker}={s.root}" for s in stores])).load()
+            df = spark.read(stores, columns=columns, fmt=fmt)
             row = df.selectExpr("count(*) as n", "sum(storeSize) as bytes").collect()[0]
             return row["n"], row["bytes"]
 

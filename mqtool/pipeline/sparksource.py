@@ -315,10 +315,6 @@ class ConsumeQueueDataSource(DataSource):
         return cls(self.options, _wanted(schema, pipeline.CQ_COLUMNS, CQ_FORMAT))
 
 
-# ------------------------------------------------------------------ the JVM reader's answers
-# format("rocketmq") in the JVM (jvmreader) asks mqtool's row server (rowserver), which answers
-# with these: the Python data source's own classes, so that both give the same rows.
-
 class PythonConsumeQueueDataSource(ConsumeQueueDataSource):
     """format("rocketmq_cq_python"): the Python consume queue source under a name of its own (see
     PythonRocketMQDataSource)."""
@@ -327,6 +323,10 @@ class PythonConsumeQueueDataSource(ConsumeQueueDataSource):
     def name(cls):
         return PYTHON_CQ_FORMAT
 
+
+# ------------------------------------------------------------------ the JVM reader's answers
+# format("rocketmq") in the JVM (jvmreader) asks mqtool's row server (rowserver), which answers
+# with these: the Python data source's own classes, so that both give the same rows.
 
 def _jvm_filters(specs):
     """The JVM's simple filters ({"op", "column", "value"}) as pyspark's Python data source filters."""
@@ -394,16 +394,16 @@ def register(spark, reader: str | None = None) -> None:
     spark.dataSource.register(PythonConsumeQueueDataSource)
 
 
-def _reader_choice(conf) -> str:
-    """spark.mqtool.reader from --spark-conf: "jvm" (the default) or "python"."""
+def _reader_choice(conf) -> str | None:
+    """spark.mqtool.reader from --spark-conf: "jvm" or "python"; None when not given."""
     from mqtool.pipeline import jvmreader
 
-    choice = "jvm"
+    choice = None
     for item in conf:
         key, _, value = item.partition("=")
         if key.strip() == jvmreader.READER_CONF:
             choice = value.strip().lower()
-    if choice not in ("jvm", "python"):
+    if choice not in (None, "jvm", "python"):
         raise UsageError(f'--spark-conf {jvmreader.READER_CONF}={choice}: expected "jvm" or "python"')
     return choice
 
@@ -431,10 +431,12 @@ def session(master: str | None = None, conf=()):
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    from mqtool.pipeline import jvmreader
+
     reader = _reader_choice(conf)
     active = SparkSession.getActiveSession()
     if active is not None:
-        register(active, reader if any(c.partition("=")[0].strip() == "spark.mqtool.reader" for c in conf) else None)
+        register(active, reader)
         return active, False
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
         raise UsageError("--engine spark needs Java 17 or newer (java on PATH, or JAVA_HOME)")
@@ -453,7 +455,8 @@ def session(master: str | None = None, conf=()):
         if not sep:
             raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE")
         settings.set(key.strip(), value.strip())
-    settings.set("spark.mqtool.reader", reader)
+    reader = reader or "jvm"
+    settings.set(jvmreader.READER_CONF, reader)
     if reader == "jvm":
         _add_jvm_reader(settings, local)
     try:
@@ -542,10 +545,11 @@ class SparkEngine:
                 yield from map(_raised, results)
 
     def read(self, stores, *, with_body: bool = False, with_problems: bool = False, check_crc: bool = True,
-             pushdown: bool = False, columns=None):
+             pushdown: bool = False, columns=None, fmt: str = FORMAT):
         """The rocketmq DataFrame over these stores (pipeline.Store).  pushdown: only for a
-        DataFrame that serves one query (see _Pushdown).  columns: only these (names)."""
-        reader = self.spark.read.format(FORMAT)
+        DataFrame that serves one query (see _Pushdown).  columns: only these (names).  fmt:
+        PYTHON_FORMAT for the Python data source where FORMAT is the JVM reader."""
+        reader = self.spark.read.format(fmt)
         for key, value in (("withBody", with_body), ("problems", with_problems), ("checkCrc", check_crc),
                            ("pushdown", pushdown)):
             reader = reader.option(key, str(value).lower())
