@@ -188,29 +188,21 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
         chunk = chunk.take(keep)
     c = chunk.columns
     d = columnar.decode_columns(chunk.buf, base, c, with_body, c["crc_ok"] if check_crc else None)
-    sf = c["sys_flag"]
     problems = problems_of(c, d["stored_crc"], d["computed_crc"], check_crc)
-    numbers = {
-        "fileOffset": c["offset"] - base, "queueId": c["queue_id"].astype(np.int32),
-        "queueOffset": c["queue_offset"], "commitLogOffset": c["offset"], "physicalOffset": c["physical"],
-        "storeSize": c["size"].astype(np.int32),
-        "version": np.where(c["magic"] == fmt.MAGIC_V2, 2, 1).astype(np.int32),
+    numbers = {name: make(c, base) for name, make in _SCAN_NUMBERS.items()}
+    numbers.update({
         "bodyCRC": d["stored_crc"], "bodyCRCRecomputed": d["computed_crc"], "flag": d["flag"],
-        "sysFlag": sf.astype(np.int32), "bornTimestamp": d["born_ts"], "storeTimestamp": c["store_ts"],
-        "reconsumeTimes": d["reconsume"], "preparedTransactionOffset": d["prepared"],
-        "bodyLength": c["body_len"].astype(np.int32),
-        "tagsCode": tags_codes(chunk, c, d, names, base, delay_levels),
-        "dispatchedToConsumeQueue": _dispatched(sf), "ok": _ok(chunk.count, problems),
-    }
-    texts = {
+        "bornTimestamp": d["born_ts"], "reconsumeTimes": d["reconsume"], "preparedTransactionOffset": d["prepared"],
+        "tagsCode": tags_codes(chunk, c, d, names, base, delay_levels), "ok": _ok(chunk.count, problems),
+    })
+    texts = {name: make(c) for name, make in _SCAN_TEXTS.items()}
+    texts.update({
         "topic": (d["topic_off"], d["topic_data"], None),
-        "magicCode": _few(c["magic"], lambda m: f"0x{m:08X}"),
-        "sysFlagText": _few(sf, sysflag.describe),
         "bornHost": (d["born_off"], d["born_data"], None),
         "storeHost": (d["store_off"], d["store_data"], None),
         "propertiesString": (d["props_off"], d["props_data"], None),
         "msgId": (d["msgid_off"], d["msgid_data"], None),
-    }
+    })
     for name in columnar.NAMED:
         texts[name] = (d[name + "_off"], d[name + "_data"], d[name + "_ok"])
     if with_body:
@@ -219,13 +211,23 @@ def block(chunk, base: int, delay_levels, *, keep=None, check_crc: bool = True, 
     return Block(chunk.count, chunk.path, numbers, texts, props, problems, c["topic_hash"])
 
 
-# The row columns a chunk's scan gives without decoding its records (what a query of only these
-# needs skips columnar.decode_columns; the rows are the same, their checks too).
-SCANNED = frozenset({
-    "broker", "store", "file", "fileOffset", "topic", "queueId", "queueOffset", "commitLogOffset",
-    "physicalOffset", "storeSize", "magicCode", "version", "sysFlag", "sysFlagText", "storeTimestamp",
-    "bodyLength", "dispatchedToConsumeQueue", "ok", "problems",
-})
+# The row columns a chunk's scan gives without decoding its records, each from the scan's columns c
+# (and the file's commitlog offset base): block() and scanned_block() both make them here.
+_SCAN_NUMBERS = {
+    "fileOffset": lambda c, base: c["offset"] - base, "queueId": lambda c, base: c["queue_id"].astype(np.int32),
+    "queueOffset": lambda c, base: c["queue_offset"], "commitLogOffset": lambda c, base: c["offset"],
+    "physicalOffset": lambda c, base: c["physical"], "storeSize": lambda c, base: c["size"].astype(np.int32),
+    "version": lambda c, base: np.where(c["magic"] == fmt.MAGIC_V2, 2, 1).astype(np.int32),
+    "sysFlag": lambda c, base: c["sys_flag"].astype(np.int32), "storeTimestamp": lambda c, base: c["store_ts"],
+    "bodyLength": lambda c, base: c["body_len"].astype(np.int32),
+    "dispatchedToConsumeQueue": lambda c, base: _dispatched(c["sys_flag"]),
+}
+_SCAN_TEXTS = {
+    "magicCode": lambda c: _few(c["magic"], lambda m: f"0x{m:08X}"),
+    "sysFlagText": lambda c: _few(c["sys_flag"], sysflag.describe),
+}
+# what a query of only these needs skips columnar.decode_columns (the rows are the same, their checks too)
+SCANNED = frozenset({"broker", "store", "file", "topic", "ok", "problems", *_SCAN_NUMBERS, *_SCAN_TEXTS})
 
 
 def scanned_block(chunk, base: int, columns, *, keep=None, check_crc: bool = True, names: dict | None = None) -> Block:
@@ -237,20 +239,12 @@ def scanned_block(chunk, base: int, columns, *, keep=None, check_crc: bool = Tru
     c = chunk.columns
     wanted = set(columns)
     problems = chunk_problems(chunk, base, check_crc) if wanted & {"ok", "problems"} else {}
-    make = {
-        "fileOffset": lambda: c["offset"] - base, "queueId": lambda: c["queue_id"].astype(np.int32),
-        "queueOffset": lambda: c["queue_offset"], "commitLogOffset": lambda: c["offset"],
-        "physicalOffset": lambda: c["physical"], "storeSize": lambda: c["size"].astype(np.int32),
-        "version": lambda: np.where(c["magic"] == fmt.MAGIC_V2, 2, 1).astype(np.int32),
-        "sysFlag": lambda: c["sys_flag"].astype(np.int32), "storeTimestamp": lambda: c["store_ts"],
-        "bodyLength": lambda: c["body_len"].astype(np.int32),
-        "dispatchedToConsumeQueue": lambda: _dispatched(c["sys_flag"]),
-        "ok": lambda: _ok(chunk.count, problems),
-    }
-    numbers = {name: build() for name, build in make.items() if name in wanted}
-    describe = {"topic": ("topic_hash", names.__getitem__), "magicCode": ("magic", lambda m: f"0x{m:08X}"),
-                "sysFlagText": ("sys_flag", sysflag.describe)}
-    texts = {name: _few(c[column], how) for name, (column, how) in describe.items() if name in wanted}
+    numbers = {name: make(c, base) for name, make in _SCAN_NUMBERS.items() if name in wanted}
+    if "ok" in wanted:
+        numbers["ok"] = _ok(chunk.count, problems)
+    texts = {name: make(c) for name, make in _SCAN_TEXTS.items() if name in wanted}
+    if "topic" in wanted:
+        texts["topic"] = _few(c["topic_hash"], names.__getitem__)
     return Block(chunk.count, chunk.path, numbers, texts, (None,) * 5, problems, c["topic_hash"])
 
 

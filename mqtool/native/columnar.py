@@ -408,7 +408,6 @@ _BUFFERS = (("topic_off", "rows"), ("topic_data", "topic"), ("props_off", "rows"
 # what each of decode's returned counts measures: the used part of these arrays
 _USED = (("topic_data",), ("props_data",), ("key_off", "val_off"), ("key_data",), ("val_data",), ("tags_data",),
          ("keys_data",), ("uniqKey_data",), ("born_data",), ("store_data",), ("msgid_data",), ("body_data",))
-COLUMNS = tuple(name for name, _ in NUMBERS) + tuple(name for name, _ in _BUFFERS)
 HOST_ROOM = 64     # the longest host text: `[` 39 hex and colons `]:` and a port of 11 characters
 MSGID_ROOM = 56    # an IPv6 store host: 28 bytes as hex
 
@@ -435,7 +434,7 @@ def _allocate(c: dict, with_body: bool, worst_case: bool) -> dict:
 
 def decode_columns(buf, base: int, scanned: dict, with_body: bool = False, crc_known=None) -> dict:
     """decode() for fastscan columns (already cut to the records wanted), as a dict of arrays
-    (COLUMNS).  crc_known: the scan's crc_ok column when it checked CRCs."""
+    (those NUMBERS and _BUFFERS name).  crc_known: the scan's crc_ok column when it checked CRCs."""
     c = scanned
     if crc_known is None:
         crc_known = np.zeros(len(c["offset"]), dtype=np.bool_)

@@ -52,11 +52,7 @@ def block_to_arrow(block, part, schema):
         name = f.name
         if name in ("broker", "store", "file"):
             value = {"broker": part.broker, "store": part.store, "file": block.path}[name]
-            if pa.types.is_dictionary(f.type):     # one value: a dictionary of it, every index 0
-                arrays.append(pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
-                                                             pa.array([value], type=f.type.value_type)))
-            else:
-                arrays.append(pa.repeat(pa.scalar(value, type=f.type), n))
+            arrays.append(pa.repeat(pa.scalar(value, type=f.type), n))   # a dictionary type: one value, every index 0
         elif name in block.numbers:
             arrays.append(pa.array(block.numbers[name], type=f.type))
         elif name in block.texts:

@@ -28,19 +28,22 @@ FORMATS = ("parquet", "jsonl")
 
 
 def warm_up(fmt: str, with_body: bool = False) -> None:
-    """Load what the local engine's export needs before it starts (the compiled kernels, and
-    pyarrow's Parquet writer or the JSON lines renderer), so that the export's own time is
-    measured apart from it."""
+    """Load what the local engine's export needs before it starts (the compiled kernels, and the
+    JSON lines renderer; the command has imported pyarrow's Parquet writer already), so that the
+    export's own time is measured apart from it."""
     from mqtool.native import columnar, fastscan
 
     fastscan.warm_up()
     columnar.warm_up()
-    if fmt == "parquet":
-        import pyarrow.parquet  # noqa: F401
-    else:
+    if fmt == "jsonl":
         from mqtool.forensics import blockjson
 
-        blockjson.warm_up(json_lines([c for c in pipeline.columns(with_body) if c[0] != "topic"]))
+        blockjson.warm_up(json_lines(file_columns(with_body)))
+
+
+def file_columns(with_body: bool) -> list:
+    """The columns of export's files: every row column but topic (the directory names it)."""
+    return [c for c in pipeline.columns(with_body) if c[0] != "topic"]
 
 
 def escape_path_name(name: str | None) -> str:
@@ -179,7 +182,7 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
     cols = pipeline.columns(with_body)
     topic_at = [name for name, _ in cols].index("topic")
     ok_at = [name for name, _ in cols].index("ok")
-    kept = [c for c in cols if c[0] != "topic"]
+    kept = file_columns(with_body)
     names = [name for name, _ in kept]
     suffix = "parquet" if fmt == "parquet" else "jsonl"
     writers: dict = {}

@@ -67,12 +67,11 @@ class QueueAgg:
     def settle_keys(self) -> None:
         """keys as one sorted array of distinct hashes (once: later calls cost nothing)."""
         if self.keys and not self.keys_distinct:
-            self.keys = [distinct(np.concatenate([np.asarray(k, dtype=np.uint64).ravel() for k in self.keys]))]
+            self.keys = [distinct(np.concatenate(self.keys))]
         self.keys_distinct = True
 
     def distinct_keys(self) -> int:
-        """How many distinct keys; they are kept settled, so a topic or total made of this sorts
-        only what is new to it."""
+        """How many distinct keys (settling them: asked again, this costs nothing)."""
         self.settle_keys()
         return int(self.keys[0].size) if self.keys else 0
 
