@@ -51,7 +51,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     holder = layout.is_locked()
     in_use = None
     if holder is not None:     # read-only, so not refused; but a writer's work in flight looks like damage
-        in_use = f"process {holder}" if holder > 0 else "another process"
+        pid = layout.lock_owner(holder)
+        in_use = f"process {pid}" if pid else "another process"
         output.note(f"warning: the store is in use ({in_use} holds its lock file): what it is writing while "
                     "this runs can show up as problems; check a stopped store or a copy")
     if "rocksdb-consumequeue" in found.features and "cq" in scopes:

@@ -300,12 +300,12 @@ def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, bor
         left = int(ends[-1] - (ends[first - 1] if first else 0))    # the bytes of the records still to write
         mf = queue.get_last_mapped_file(0)
         queue.make_room(mf, left)
-        target = mf.write_buffer if mf.write_buffer is not None else mf.buf
         # Without a write buffer the records are written into a buffer and pwritten: through the
         # mapping, every page of a fresh sparse file is a page fault that reads ahead (zeroes)
         # pages around it, the most of a record's cost
         direct = mf.write_buffer is None and mf.can_pwrite()
         origin = mf.wrote_position if direct else 0
+        target = None if direct else mf.write_buffer if mf.write_buffer is not None else mf.buf
         out = np.empty(min(left, mf.file_size - origin), dtype=np.uint8) if direct else np.frombuffer(
             target, dtype=np.uint8)
         nxt, pos = write_records(out, origin, mf.wrote_position, mf.file_size, mf.file_from_offset, first, n,
@@ -327,7 +327,7 @@ def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, bor
             else:
                 target[pos:pos + 8] = blank
             mf.wrote_position = mf.file_size
-        if mf.write_buffer is None:
+        if not direct and mf.write_buffer is None:
             mf.drop_written_pages()   # written through the mapping: keep the resident set flat
         first = nxt
     for key, value in zip(slot_ids, counters.tolist()):

@@ -423,24 +423,13 @@ def lock_store(layout, *, write: bool = True) -> int:
         return -1
     if not markers.try_lock(fd):
         os.close(fd)
-        holder = markers.lock_holder(path)
-        if holder and holder > 0:
-            who = f"process {holder}"
-        else:
-            who = _abort_owner(layout.abort_path) or "another process"
+        pid = layout.lock_owner(markers.lock_holder(path))
+        who = f"process {pid}" if pid else "another process"
         raise RefusedError(f"the store is in use: {who} holds its lock file", path=path)
     if write:
         os.pwrite(fd, markers.LOCK_CONTENT, 0)
         os.fsync(fd)
     return fd
-
-
-def _abort_owner(path) -> str | None:
-    try:
-        pid = markers.parse_abort(path.read_bytes()[:32])
-    except OSError:
-        return None
-    return f"process {pid}" if pid else None
 
 
 def cq_max_offset(cq) -> int:

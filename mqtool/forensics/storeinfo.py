@@ -160,11 +160,8 @@ def gather(layout) -> dict:
         info["abort"]["pid"] = markers.parse_abort(fsutil.read_small(layout.abort_path, 64))
     info["cleanShutdown"] = not abort_exists
     holder = layout.is_locked()
-    if holder is not None and holder <= 0:
-        # an open-file-description lock (mqtool) names no pid; the abort file does
-        holder = info["abort"].get("pid") or holder
-    info["lock"] = {"exists": layout.lock_path.exists(), "heldBy": holder if holder and holder > 0 else None,
-                    "held": holder is not None}
+    info["lock"] = {"exists": layout.lock_path.exists(),
+                    "heldBy": None if holder is None else layout.lock_owner(holder), "held": holder is not None}
     configs = {}
     for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
         try:

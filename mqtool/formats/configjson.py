@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 
+from mqtool.formats.multidispatch import LMQ_QUEUE_ID
+
 CONFIG_FILES = ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json")
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
@@ -203,5 +205,5 @@ def consumer_offsets(doc) -> dict[tuple[str, str], dict[int, int]]:
         result[(topic, group)] = {int(q): int(o) for q, o in (queues or {}).items()}
     for key, offset in ((doc or {}).get("lmqOffsetTable") or {}).items():
         topic, _, group = str(key).rpartition("@")
-        result[(topic, group)] = {0: int(offset)}
+        result[(topic, group)] = {LMQ_QUEUE_ID: int(offset)}   # the one queue an LMQ has
     return result

@@ -19,6 +19,7 @@ from mqtool.errors import NotAStoreError
 from mqtool.formats import index as fmt
 from mqtool.formats.javastr import index_key_hash
 from mqtool.storage import fsutil
+from mqtool.storage.mappedfile import PAGE_SIZE, drop_pages
 
 _I32 = struct.Struct(">i")
 
@@ -235,14 +236,11 @@ class IndexFile:
         """Unmap from this process the entries written so far (once `step` bytes of them are
         behind), so that a long append keeps a flat resident set: an entry is never read back
         while keys are put (the page cache keeps it; a later read faults it back in)."""
-        if not self.writable or not hasattr(mmap, "MADV_DONTNEED"):
+        if not self.writable:
             return
-        start = fmt.HEADER_SIZE + self.hash_slot_num * fmt.SLOT_SIZE
-        end = (start + self.index_count * fmt.ENTRY_SIZE) // mmap.PAGESIZE * mmap.PAGESIZE
-        begin = max(self._entries_dropped, -(-start // mmap.PAGESIZE) * mmap.PAGESIZE)
-        if end - begin >= step:
-            self.buf.madvise(mmap.MADV_DONTNEED, begin, end - begin)
-            self._entries_dropped = end
+        start = fmt.HEADER_SIZE + self.hash_slot_num * fmt.SLOT_SIZE      # the slots' pages stay
+        since = max(self._entries_dropped, -(-start // PAGE_SIZE) * PAGE_SIZE)
+        self._entries_dropped = drop_pages(self.buf, since, start + self.index_count * fmt.ENTRY_SIZE, step)
 
     def _write_header(self) -> None:
         fmt.HEADER_STRUCT.pack_into(self.buf, 0, self.begin_timestamp, self.end_timestamp,

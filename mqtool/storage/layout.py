@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mqtool.errors import NotAStoreError
+from mqtool.errors import MqError, NotAStoreError
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
 from mqtool.storage import fsutil
@@ -191,6 +191,19 @@ class StoreLayout:
         from mqtool.formats.markers import lock_holder
 
         return lock_holder(self.lock_path)
+
+    def lock_owner(self, holder: int | None) -> int | None:
+        """The pid of the process holding the lock (holder: what is_locked() or lock_holder()
+        said): the pid the lock names, else the one in the abort file (an open-file-description
+        lock, mqtool's own, names none); None when neither names one."""
+        from mqtool.formats.markers import parse_abort
+
+        if holder is not None and holder > 0:
+            return holder
+        try:
+            return parse_abort(fsutil.read_small(self.abort_path, 64))
+        except (OSError, MqError):
+            return None
 
 
 def _scan(directory: Path):

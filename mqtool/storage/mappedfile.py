@@ -26,6 +26,18 @@ from mqtool.formats.filenames import is_offset_name, name_to_offset
 from mqtool.storage import fsutil
 
 PAGE_SIZE = mmap.PAGESIZE
+
+
+def drop_pages(buf, since: int, position: int, step: int, at_end: bool = False) -> int:
+    """MADV_DONTNEED the whole pages of the mapping buf between since and position, once `step`
+    bytes of them have gathered (or at_end); returns where the dropped pages now end.  Only this
+    process's page table entries go: the page cache keeps the pages (dirty ones stay dirty)."""
+    end = (position // PAGE_SIZE) * PAGE_SIZE
+    if end > since and (end - since >= step or at_end):
+        if hasattr(mmap, "MADV_DONTNEED"):
+            buf.madvise(mmap.MADV_DONTNEED, since, end - since)
+        return end
+    return since
 OS_PAGE_SIZE = 4096  # MappedFile.OS_PAGE_SIZE: the unit of flush/commit least pages
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 POPULATE_STEP = 32 * 1024 * 1024
@@ -199,13 +211,7 @@ class MappedFile(ReferenceResource):
         self._drop_before(self.wrote_position, step)
 
     def _drop_before(self, position: int, step: int) -> None:
-        """MADV_DONTNEED the whole pages between the last drop and position, once `step` bytes of
-        them have gathered or position has reached the file's end."""
-        end = (position // PAGE_SIZE) * PAGE_SIZE
-        if end > self._dropped_until and (end - self._dropped_until >= step or position >= self.file_size):
-            if hasattr(mmap, "MADV_DONTNEED"):
-                self.buf.madvise(mmap.MADV_DONTNEED, self._dropped_until, end - self._dropped_until)
-            self._dropped_until = end
+        self._dropped_until = drop_pages(self.buf, self._dropped_until, position, step, position >= self.file_size)
 
     def populate(self, start: int, length: int) -> None:
         """Map [start, start+length) into this process in one go (MADV_POPULATE_READ, Linux
