@@ -38,7 +38,9 @@ DAMAGED = ["flipped-body-byte", "garbage-tail"]
 def fixture_dir(name: str) -> Path:
     path = FIXTURES / ALL_FIXTURES[name]
     if not path.is_dir():
-        pytest.fail(f"fixture {path} is missing: set MQTOOL_FIXTURES to the shared fixtures directory")
+        # a skip, not a failure: a checkout without ../shared runs what needs no fixture
+        pytest.skip(f"fixture {path} is missing: set MQTOOL_FIXTURES to the shared fixtures directory",
+                    allow_module_level=True)
     return path
 
 

@@ -13,6 +13,8 @@ import random
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -22,8 +24,9 @@ from mqtool.formats.commitlog import BLANK_MAGIC, MESSAGE_MAGICS
 
 from conftest import REPO, expected_read
 
-MQTOOL = REPO / ".venv" / "bin" / "mqtool"
-PYTHON = REPO / ".venv" / "bin" / "python"
+# the interpreter running the tests, and the mqtool script installed beside it
+PYTHON = Path(sys.executable)
+MQTOOL = PYTHON.parent / "mqtool"
 CL0 = "commitlog/00000000000000000000"
 FILE_SIZE = 65536
 LOAD_KINDS = {"bad-file-name", "bad-file-size", "misaligned-file", "file-gap", "file-overlap"}
@@ -702,6 +705,7 @@ def test_markup_in_file_names_and_paths_is_shown_as_text(tmp_path, extracted, ru
 
 # ------------------------------------------------------------- random damage (fuzz)
 
+@pytest.mark.slow
 def test_random_damage_never_loses_an_undamaged_record(store_copy, run_cli, extracted):
     """Any damage to the commitlog: exit 0 or 1, one clean error line, nothing invented, and
     every record that lies wholly outside the damaged span still shown (the walk resyncs)."""
@@ -745,6 +749,7 @@ KIND_FILES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KIND_FILES))
 def test_any_content_in_any_file_gives_a_clean_outcome(kind, store_copy, run_cli, extracted):
     store = store_copy("basic")

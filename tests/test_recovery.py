@@ -376,6 +376,7 @@ def test_salvage_keeps_every_undamaged_message(store_copy, tmp_path, run_cli):
 
 # -------------------------------------------------------------- crash torture
 
+@pytest.mark.slow
 def test_recover_after_sigkill_keeps_every_acknowledged_message(tmp_path, run_cli):
     root = tmp_path / "store"
     rng = random.Random(7)

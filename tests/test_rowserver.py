@@ -24,6 +24,8 @@ from mqtool.pipeline import jvmreader
 
 from pipeline_expect import broker_records
 
+pytestmark = pytest.mark.spark
+
 STORE_SIZE = [["storeSize", "int"]]
 
 

@@ -35,6 +35,8 @@ from pipeline_expect import (
     write_engine_store,
 )
 
+pytestmark = pytest.mark.spark
+
 
 @pytest.fixture(scope="session")
 def spark():

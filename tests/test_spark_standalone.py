@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.spark
+
 REPO = Path(__file__).resolve().parent.parent
 MQTOOL = [sys.executable, "-m", "mqtool"]
 

@@ -333,6 +333,7 @@ def test_a_producer_interrupted_while_waiting_still_wakes_the_ones_behind_it(tmp
     assert keys == ["behind", "leader", "main", "successor"]   # the interrupted put was stored
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_no_acknowledged_message(tmp_path):
     """A subprocess appends with SYNC_FLUSH and is killed at random moments; after recovery
     every put that returned PUT_OK is in the commitlog and its consume queue."""

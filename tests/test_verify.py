@@ -250,12 +250,13 @@ def test_the_ci_example_script(extracted, tmp_path):
 
     script = Path(__file__).resolve().parent.parent / "examples" / "verify-ci.sh"
     report = tmp_path / "report.jsonl"
+    env = {**os.environ, "MQTOOL": str(Path(sys.executable).parent / "mqtool")}
     clean = subprocess.run(["bash", str(script), str(extracted("basic")), str(report)], capture_output=True,
-                           text=True)
+                           text=True, env=env)
     assert clean.returncode == 0 and "clean" in clean.stdout
     assert json.loads(report.read_text().splitlines()[-1])["problems"] == 0
     damaged = subprocess.run(["bash", str(script), str(extracted("flipped-body-byte")), str(report)],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, env=env)
     assert damaged.returncode == 1 and "PROBLEMS FOUND" in damaged.stderr
     assert json.loads(report.read_text().splitlines()[0])["kind"] == "crc-mismatch"
 
