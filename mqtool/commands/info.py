@@ -110,14 +110,16 @@ def _show(info: dict) -> None:
         console.print(f"  [yellow]{escape(line)}[/yellow]", highlight=False)
     _show_census(info["census"])
     if info["queues"]:
+        batch = any(q["cqType"] == "BatchCQ" for q in info["queues"])     # a type column when it tells
         table = output.TableStream("queues", [("topic", {}), ("queue", {"justify": "right"}),
+                                              *([("type", {})] if batch else []),
                                               ("files", {"justify": "right"}),
                                               ("min offset", {"justify": "right"}),
                                               ("max offset", {"justify": "right"}),
                                               ("messages", {"justify": "right"})])
         for q in info["queues"]:
-            table.add(q["topic"], q["queueId"], q["files"], q["minOffset"], q["maxOffset"],
-                      q["maxOffset"] - q["minOffset"])
+            table.add(q["topic"], q["queueId"], *([q["cqType"]] if batch else []), q["files"], q["minOffset"],
+                      q["maxOffset"], q["maxOffset"] - q["minOffset"])
         table.flush()
 
 

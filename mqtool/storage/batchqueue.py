@@ -160,6 +160,26 @@ def min_offset(queue: BatchQueue, phy_min_offset: int) -> int:
     return last
 
 
+def max_offset(queue: BatchQueue) -> int:
+    """getMaxOffsetInQueue after the broker's recover (reviseMaxOffsetInQueue): the msgBaseOffset
+    plus batchSize of the last valid unit, in messages (0 for a queue without one)."""
+    end = queue.scan()[0]
+    if end <= 0:
+        return 0
+    mf = queue.files.find_by_offset(end - fmt.UNIT_SIZE)
+    if mf is None:
+        return 0
+    unit = queue.units(mf)[(end - mf.file_from_offset) // fmt.UNIT_SIZE - 1]
+    return int(unit["msgBaseOffset"]) + int(unit["batchSize"])
+
+
+def open_all(layout):
+    """Every batch consume queue on disk, loaded read-only (the caller closes each)."""
+    size = file_size(layout)
+    for topic, queue_id, queue_dir in queues(layout):
+        yield BatchQueue(topic, queue_id, queue_dir, size)
+
+
 def _valid(units: np.ndarray) -> np.ndarray:
     return (units["offset"] >= 0) & (units["size"] > 0) & (units["msgBaseOffset"] >= 0) & (units["batchSize"] > 0)
 
