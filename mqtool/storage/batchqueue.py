@@ -173,6 +173,27 @@ def max_offset(queue: BatchQueue) -> int:
     return int(unit["msgBaseOffset"]) + int(unit["batchSize"])
 
 
+def unit_holding(queue: BatchQueue, queue_offset: int, end: int | None = None):
+    """The unit whose messages hold queue_offset (msgBaseOffset <= queue_offset < msgBaseOffset +
+    batchSize), found by bisection on msgBaseOffset as BatchConsumeQueue.iterateFrom finds it, as
+    (mapped file, byte in it, the unit); None when no valid unit below `end` (logical bytes, the
+    recovered end by default) holds it."""
+    end = queue.scan()[0] if end is None else end
+    for mf in reversed(queue.files.files):
+        if mf.file_from_offset >= end:
+            continue
+        units = queue.units(mf, end - mf.file_from_offset)
+        units = units[:int(np.argmin(_valid(units))) if not _valid(units).all() else len(units)]
+        if not len(units) or int(units["msgBaseOffset"][0]) > queue_offset:
+            continue
+        n = int(np.searchsorted(units["msgBaseOffset"], queue_offset, side="right")) - 1
+        unit = units[n]
+        if queue_offset >= int(unit["msgBaseOffset"]) + int(unit["batchSize"]):
+            return None
+        return mf, n * fmt.UNIT_SIZE, unit
+    return None
+
+
 def open_all(layout):
     """Every batch consume queue on disk, loaded read-only (the caller closes each)."""
     size = file_size(layout)
