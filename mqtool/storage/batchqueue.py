@@ -107,7 +107,7 @@ class BatchQueue:
         end, max_physic = loaded[max(len(loaded) - 3, 0)].file_from_offset, -1
         for mf in loaded[max(len(loaded) - 3, 0):]:
             units = self.units(mf)
-            bad = np.flatnonzero(~_valid(units))
+            bad = np.flatnonzero(~valid_units(units))
             count = int(bad[0]) if len(bad) else len(units)
             end = mf.file_from_offset + count * fmt.UNIT_SIZE
             if count:
@@ -121,7 +121,7 @@ class BatchQueue:
         `end`), and the end of the last kept unit's record (-1: none kept)."""
         for mf in reversed([mf for mf in self.files.files if mf.file_from_offset < end] or self.files.files[:1]):
             units = self.units(mf, end - mf.file_from_offset)
-            keep = np.flatnonzero(_valid(units) & (units["offset"] < phy_offset))
+            keep = np.flatnonzero(valid_units(units) & (units["offset"] < phy_offset))
             count = 0 if not len(keep) else int(keep[-1]) + 1
             if count:
                 return mf.file_from_offset + count * fmt.UNIT_SIZE, int(units["offset"][count - 1]
@@ -151,7 +151,7 @@ def min_offset(queue: BatchQueue, phy_min_offset: int) -> int:
     last = 0
     for mf in queue.files.files:
         units = queue.units(mf)
-        units = units[_valid(units)]
+        units = units[valid_units(units)]
         above = np.flatnonzero(units["offset"] >= phy_min_offset)
         if len(above):
             return int(units["msgBaseOffset"][above[0]])
@@ -183,7 +183,7 @@ def unit_holding(queue: BatchQueue, queue_offset: int, end: int | None = None):
         if mf.file_from_offset >= end:
             continue
         units = queue.units(mf, end - mf.file_from_offset)
-        units = units[:int(np.argmin(_valid(units))) if not _valid(units).all() else len(units)]
+        units = units[:int(np.argmin(valid_units(units))) if not valid_units(units).all() else len(units)]
         if not len(units) or int(units["msgBaseOffset"][0]) > queue_offset:
             continue
         n = int(np.searchsorted(units["msgBaseOffset"], queue_offset, side="right")) - 1
@@ -201,7 +201,8 @@ def open_all(layout):
         yield BatchQueue(topic, queue_id, queue_dir, size)
 
 
-def _valid(units: np.ndarray) -> np.ndarray:
+def valid_units(units: np.ndarray) -> np.ndarray:
+    """Which units are valid as BatchConsumeQueue.recover judges them."""
     return (units["offset"] >= 0) & (units["size"] > 0) & (units["msgBaseOffset"] >= 0) & (units["batchSize"] > 0)
 
 
