@@ -16,6 +16,7 @@ from mqtool.formats import batchconsumequeue as fmt
 from mqtool.formats.filenames import is_offset_name
 from mqtool.storage import fsutil
 from mqtool.storage.layout import list_store_files, queue_dirs, queue_file_size
+from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -34,16 +35,14 @@ def files(queue_dir: Path) -> list:
 
 
 def read_units(path: Path) -> np.ndarray:
-    """The written units of one file (up to the first unit of size 0), without touching atime."""
+    """The written units of one file (up to the last one not all zeros), without touching atime."""
     fd = fsutil.open_read(path)
     try:
         size = os.fstat(fd).st_size
         data = os.pread(fd, size - size % fmt.UNIT_SIZE, 0)
     finally:
         os.close(fd)
-    units = np.frombuffer(data, dtype=fmt.UNIT_DTYPE)
-    empty = np.flatnonzero(units["size"] == 0)
-    return units[:empty[0]] if len(empty) else units
+    return np.frombuffer(data[:written_end(data, unit=fmt.UNIT_SIZE)], dtype=fmt.UNIT_DTYPE)
 
 
 def queue_units(queue_dir: Path):
@@ -103,7 +102,9 @@ class BatchQueue:
         loaded = self.files.files
         if not loaded:
             return 0, -1, 0
-        written = loaded[-1].file_from_offset + _written_units(self.units(loaded[-1])) * fmt.UNIT_SIZE
+        last = loaded[-1]
+        written = last.file_from_offset + written_end(last.buf, 0, last.file_size - last.file_size % fmt.UNIT_SIZE,
+                                                      fmt.UNIT_SIZE)
         end, max_physic = loaded[max(len(loaded) - 3, 0)].file_from_offset, -1
         for mf in loaded[max(len(loaded) - 3, 0):]:
             units = self.units(mf)
@@ -205,8 +206,3 @@ def valid_units(units: np.ndarray) -> np.ndarray:
     """Which units are valid as BatchConsumeQueue.recover judges them."""
     return (units["offset"] >= 0) & (units["size"] > 0) & (units["msgBaseOffset"] >= 0) & (units["batchSize"] > 0)
 
-
-def _written_units(units: np.ndarray) -> int:
-    """How many units up to the last one that is not all zeros."""
-    written = np.flatnonzero(units.view(np.uint8).reshape(len(units), fmt.UNIT_SIZE).any(axis=1))
-    return int(written[-1]) + 1 if len(written) else 0

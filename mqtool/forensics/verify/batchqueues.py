@@ -27,10 +27,10 @@ def check(layout, runs, emit, display) -> set:
         for topic, queue_id, directory in found:
             end = _check_queue(queue, topic, queue_id, directory, emit, display)
             run = next((r for r in runs.values() if (r.topic, r.queue_id) == (topic, queue_id)), None)
-            if run is not None and (end is None or end <= run.last):
+            if run is not None and (end is None or end < run.next):     # offsets in messages
                 emit(Finding("cq", "cq-behind", f"batchconsumequeue/{topic}/{queue_id}", None, run.last_offset,
                              f"the batch queue ends at {end} but the commitlog holds queue offsets up to "
-                             f"{run.last}", expected=run.last + 1, found=end))
+                             f"{run.next - 1}", expected=run.next, found=end))
     finally:
         queue.close()
     return {(topic, queue_id) for topic, queue_id, _ in found}

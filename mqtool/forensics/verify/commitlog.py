@@ -191,12 +191,12 @@ def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:
             if run is None:
                 result.runs[key] = QueueRun(name, queue_id, queue_offset, offset, queue_offset, offset)
                 continue
-            if queue_offset != run.last + 1:
+            if queue_offset != run.next:
                 result.findings.append(Finding(
                     "commitlog", "queue-offset-order", path, offset - base, offset,
                     f"{multidispatch.INNER_MULTI_QUEUE_OFFSET} offsets of {name}/{queue_id} do not go up one by one",
-                    expected=run.last + 1, found=queue_offset))
-            run.last, run.last_offset = queue_offset, offset
+                    expected=run.next, found=queue_offset))
+            run.last, run.last_offset, run.next = queue_offset, offset, queue_offset + 1
 
 
 def _order_finding(path, base, c, i, expected, chunk) -> Finding:
