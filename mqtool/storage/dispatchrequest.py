@@ -112,12 +112,12 @@ def batch_fields(properties: dict, queue_offset: int) -> dict:
     return {"msg_base_offset": base_value, "batch_size": num_value}
 
 
-def message_num(properties: dict, sys_flag: int, batch_topic: bool) -> int:
+def message_num(properties: dict, batch_topic: bool) -> int:
     """CommitLog.getMessageNum: how far a record moves its queue's offsets on.  INNER_NUM (at least
-    1) for an inner batch (INNER_BATCH_FLAG) or any record of a BatchCQ topic that carries it;
-    1 for everything else."""
-    if not (batch_topic or sys_flag & sysflag.INNER_BATCH):
-        return 1
-    num = properties.get(INNER_NUM)
+    1) for a record of a BatchCQ topic that carries it (an inner batch); 1 for everything else.
+    The broker also counts INNER_NUM for an inner-batch record (INNER_BATCH_FLAG) on a topic
+    with a consume queue, but that queue holds one unit per record, so offsets that jump there
+    break it: for such a topic the offsets go up one by one (and a jump is reported)."""
+    num = properties.get(INNER_NUM) if batch_topic else None
     value = parse_java_integer(num, 16) if num is not None else None
     return value if value is not None and value >= 1 else 1

@@ -106,6 +106,8 @@ def _message_nums(chunk, mf, batch_topics) -> np.ndarray:
     on (1, or INNER_NUM; the records carrying INNER_NUM are found by a byte search, then decoded)."""
     c = chunk.columns
     nums = np.ones(chunk.count, dtype=np.int64)
+    if not batch_topics:
+        return nums
     for i in commitlog.rows_holding(mf, c["offset"], c["size"], dispatchrequest.INNER_NUM.encode() + b"\x01"):
         try:
             record = decode_entry(mf.buf, int(c["offset"][i]) - mf.file_from_offset, mf.file_size,
@@ -113,7 +115,7 @@ def _message_nums(chunk, mf, batch_topics) -> np.ndarray:
         except RecordError:
             continue
         if isinstance(record, Record):
-            nums[i] = dispatchrequest.message_num(record.properties, record.sys_flag, record.topic in batch_topics)
+            nums[i] = dispatchrequest.message_num(record.properties, record.topic in batch_topics)
     return nums
 
 
