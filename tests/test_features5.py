@@ -168,6 +168,8 @@ def test_get_reads_a_batch_queue_by_its_offsets_in_messages(extracted, run_cli):
     assert len([l for l in whole if l["type"] == "message"]) == len([u for u in bcq_units() if u["queueId"] == 0])
     over = run_cli("get", store, "--topic", BATCH, "--queue", 0, "--offset", 295, "--json").json_lines()[-1]
     assert over["status"] == "OFFSET_OVERFLOW_ONE"
+    missing = run_cli("get", store, "--topic", BATCH, "--queue", 3, "--offset", 0)
+    assert missing.code == 2 and "has queues 0, 1, 2" in missing.err, missing.err
 
 
 def test_stats_lists_the_batch_queues(extracted, run_cli):
