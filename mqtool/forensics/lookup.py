@@ -349,25 +349,29 @@ class StoreReader:
         return result
 
     def _get_batch(self, bq, result: GetResult, offset: int, stop: int) -> GetResult:
-        """The units of a batch queue holding queue offsets offset .. stop-1, each once."""
-        end = bq.scan()[0]
+        """The units of a batch queue holding queue offsets offset .. stop-1, each once, read on
+        from the one holding offset; queue offsets no valid unit holds are problems."""
         queue_offset = offset
-        while queue_offset < stop:
-            held = batchqueue.unit_holding(bq, queue_offset, end)
-            if held is None:
-                result.items.append(Problem(
-                    "missing-unit", self.display(bq.directory), 0, None,
-                    f"queue offset {queue_offset} is in no batch consume queue unit",
-                    details={"topic": bq.topic, "queueId": bq.queue_id, "queueOffset": queue_offset}))
-                queue_offset += 1
-                continue
-            mf, pos, unit = held
+        for mf, pos, unit in batchqueue.units_from(bq, offset):
+            base, batch = int(unit["msgBaseOffset"]), int(unit["batchSize"])
+            if base >= stop:
+                break
+            if base > queue_offset:
+                result.items.append(self._no_batch_unit(bq, queue_offset, base))
             result.items.append(self._check_unit(consumequeue.Unit(
-                bq.topic, bq.queue_id, int(unit["msgBaseOffset"]), int(unit["offset"]), int(unit["size"]),
-                int(unit["tagsCode"]), mf.path, pos)))
-            queue_offset = int(unit["msgBaseOffset"]) + int(unit["batchSize"])
+                bq.topic, bq.queue_id, base, int(unit["offset"]), int(unit["size"]), int(unit["tagsCode"]), mf.path,
+                pos)))
+            queue_offset = max(queue_offset, base + batch)
+        if queue_offset < stop:
+            result.items.append(self._no_batch_unit(bq, queue_offset, stop))
+            queue_offset = stop
         result.next_offset = queue_offset
         return result
+
+    def _no_batch_unit(self, bq, low: int, high: int) -> Problem:
+        return Problem("missing-unit", self.display(bq.directory), 0, None,
+                       f"queue offsets {low} .. {high - 1} are in no valid batch consume queue unit",
+                       details={"topic": bq.topic, "queueId": bq.queue_id, "queueOffset": low})
 
     def _check_unit(self, unit):
         where = {"topic": unit.topic, "queueId": unit.queue_id, "queueOffset": unit.queue_offset,

@@ -195,6 +195,25 @@ def unit_holding(queue: BatchQueue, queue_offset: int, end: int | None = None):
     return None
 
 
+def units_from(queue: BatchQueue, queue_offset: int, end: int | None = None):
+    """The valid units from the one holding queue_offset on, in order (BatchConsumeQueue.iterateFrom),
+    as (mapped file, byte in it, the unit); they end at the first invalid unit or at `end`."""
+    end = queue.scan()[0] if end is None else end
+    held = unit_holding(queue, queue_offset, end)
+    if held is None:
+        return
+    first_file, first_pos, _ = held
+    for mf in queue.files.files:
+        if mf.file_from_offset < first_file.file_from_offset or mf.file_from_offset >= end:
+            continue
+        units = queue.units(mf, end - mf.file_from_offset)
+        valid = valid_units(units)
+        for n in range(first_pos // fmt.UNIT_SIZE if mf is first_file else 0, len(units)):
+            if not valid[n]:
+                return
+            yield mf, n * fmt.UNIT_SIZE, units[n]
+
+
 def open_all(layout):
     """Every batch consume queue on disk, loaded read-only (the caller closes each)."""
     size = file_size(layout)
