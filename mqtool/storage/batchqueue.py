@@ -1,8 +1,10 @@
 """Batch consume queues read (5.x, topics with queue.type=BatchCQ): batchconsumequeue/<topic>/<queueId>/.
 
-Units are read a file at a time as numpy records; a file's written units end at the first unit of
-size 0 (the never-written rest of a preallocated file).  The file size is read off the files
-(the broker's mapperFileSizeBatchConsumeQueue, 300000 units by default).
+Units are read a file at a time as numpy records; a file's written units end where its bytes do
+(mappedfile.written_end: the never-written rest of a preallocated file is zeros), the valid ones
+where the broker's recover stops (valid_units).  Offsets in a batch queue count messages: a unit
+holds batchSize of them from msgBaseOffset on.  The file size is read off the files (the broker's
+mapperFileSizeBatchConsumeQueue, 300000 units by default).
 """
 
 from __future__ import annotations
@@ -184,7 +186,9 @@ def unit_holding(queue: BatchQueue, queue_offset: int, end: int | None = None):
         if mf.file_from_offset >= end:
             continue
         units = queue.units(mf, end - mf.file_from_offset)
-        units = units[:int(np.argmin(valid_units(units))) if not valid_units(units).all() else len(units)]
+        valid = valid_units(units)
+        if not valid.all():
+            units = units[:int(np.argmin(valid))]        # up to the first invalid unit
         if not len(units) or int(units["msgBaseOffset"][0]) > queue_offset:
             continue
         n = int(np.searchsorted(units["msgBaseOffset"], queue_offset, side="right")) - 1
