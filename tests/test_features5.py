@@ -64,6 +64,7 @@ def test_info_lists_every_queue_with_the_brokers_offsets(name, extracted, run_cl
     if name == "batchcq5":
         assert {k[1]: v[1] for k, v in mine.items() if k[0] == BATCH} == {0: 295, 1: 165, 2: 120}
         assert info["consumequeue"]["queues"] == 4                  # PlainTopic5's: the consume queues only
+        assert info["batchconsumequeue"] == {"files": 4, "queues": 3, "topics": 1}
         text = run_cli("info", extracted(name))
         assert "BatchCQ" in text.out and "295" in text.out
 

@@ -63,6 +63,10 @@ def _show(info: dict) -> None:
         ("index", f"{ix['files']} files, {humanize.naturalsize(ix['bytes'], binary=True)} "
                   f"({ix['maxHashSlotNum']} slots x {ix['maxIndexNum']} entries)"),
     ]
+    bcq = info["batchconsumequeue"]
+    if bcq["queues"]:
+        lines.insert(2, ("batch queues", f"{bcq['files']} files, {bcq['topics']} topics, {bcq['queues']} queues "
+                                         "(BatchCQ; offsets count messages)"))
     for name, text in lines:
         console.print(f"  {name:<13}{text}", highlight=False)
     for kind in ("commitlog", "consumequeue"):

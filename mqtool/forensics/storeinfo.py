@@ -136,6 +136,9 @@ def gather(layout) -> dict:
     simple = [q for q in queues if q["cqType"] == "SimpleCQ"]
     info["consumequeue"]["queues"] = len(simple)
     info["consumequeue"]["topics"] = len({q["topic"] for q in simple})
+    batch = [q for q in queues if q["cqType"] == "BatchCQ"]
+    info["batchconsumequeue"] = {"files": sum(q["files"] for q in batch), "queues": len(batch),
+                                 "topics": len({q["topic"] for q in batch})}
     info["queues"] = queues
 
     idx_files = layout.index_files()
