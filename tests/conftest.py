@@ -31,12 +31,18 @@ ALL_FIXTURES = {
     "garbage-tail": "rocketmq-4.9.8/corrupt-tail/garbage-tail",
     "basic5": "rocketmq-5.3.3/basic5",
 }
+# 5.3.3 stores with features switched on (README there): read by their own tests
+FEATURE_FIXTURES = {
+    "batchcq5": "rocketmq-5.3.3/batchcq5",
+    "lmq5": "rocketmq-5.3.3/lmq5",
+    "cqext5": "rocketmq-5.3.3/cqext5",
+}
 UNDAMAGED = ["basic", "features", "multifile", "crash", "basic5"]
 DAMAGED = ["flipped-body-byte", "garbage-tail"]
 
 
 def fixture_dir(name: str) -> Path:
-    path = FIXTURES / ALL_FIXTURES[name]
+    path = FIXTURES / {**ALL_FIXTURES, **FEATURE_FIXTURES}[name]
     if not path.is_dir():
         # a skip, not a failure: a checkout without ../shared runs what needs no fixture
         pytest.skip(f"fixture {path} is missing: set MQTOOL_FIXTURES to the shared fixtures directory",

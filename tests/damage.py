@@ -191,6 +191,53 @@ def crash_marker(root, rng):
     return "abort file added (the last run crashed)"
 
 
+BCQ_UNIT = 46     # BatchConsumeQueue: offset 8, size 4, tagsCode 8, storeTime 8, msgBaseOffset 8, batchSize 2, ...
+BCQ_FIELDS = {"offset": (0, 8), "size": (8, 4), "tagsCode": (12, 8), "storeTime": (20, 8), "msgBaseOffset": (28, 8),
+              "batchSize": (36, 2), "compactedOffset": (38, 4)}
+
+
+def bcq_files(root):
+    return [p for p in files(root, "batchconsumequeue") if p.stat().st_size]
+
+
+def delete_bcq_file(root, rng):
+    path = _pick(rng, bcq_files(root))
+    if path:
+        path.unlink()
+        return f"deleted {path.relative_to(root)}"
+
+
+def zero_bcq_tail(root, rng):
+    path = _pick(rng, bcq_files(root))
+    if not path:
+        return None
+    data = path.read_bytes()
+    written = [i for i in range(len(data) // BCQ_UNIT) if data[i * BCQ_UNIT:(i + 1) * BCQ_UNIT] != bytes(BCQ_UNIT)]
+    if not written:
+        return None
+    unit = rng.choice(written)
+    _poke(path, unit * BCQ_UNIT, bytes(len(data) - unit * BCQ_UNIT))
+    return f"{path.relative_to(root)} zeroed from unit {unit}"
+
+
+def bcq_unit_field(root, rng):
+    path = _pick(rng, bcq_files(root))
+    if not path:
+        return None
+    data = path.read_bytes()
+    written = [i for i in range(len(data) // BCQ_UNIT) if data[i * BCQ_UNIT:(i + 1) * BCQ_UNIT] != bytes(BCQ_UNIT)]
+    if not written:
+        return None
+    unit = rng.choice(written)
+    field = rng.choice(sorted(BCQ_FIELDS))
+    at, size = BCQ_FIELDS[field]
+    value = rng.choice([0, 1, -1, rng.randrange(1 << 15), (1 << (8 * size - 1)) - 1])
+    _poke(path, unit * BCQ_UNIT + at, value.to_bytes(size, "big", signed=True))
+    return f"{path.relative_to(root)} unit {unit}: {field} = {value}"
+
+
+BATCH_MUTATIONS = [delete_bcq_file, zero_bcq_tail, bcq_unit_field]
+
 MUTATIONS = [delete_cq_file, empty_cq_file, cq_unit_field, record_field, flip_byte, zero_commitlog_tail,
              garbage_after_data, misname_commitlog_file, delete_index_file, index_field, checkpoint_damage,
              crash_marker]

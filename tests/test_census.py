@@ -15,6 +15,8 @@ import pytest
 
 from mqtool.formats import epochfile
 
+from conftest import expected_read
+
 FILE = 65536
 
 
@@ -258,9 +260,13 @@ def test_a_batchcq_topic_declared_in_topics_json_stops_writers(store_copy, run_c
         assert "batch-cq (queue.type=BatchCQ: config/topics.json: BasicTopic)" in result.err
     assert tree(store) == before
     assert not (store / "consumequeue" / "BasicTopic" / "9").exists()
-    # recover keeps it: its records carry no INNER_BASE/INNER_NUM, so the batch queue wrapper skips
-    # them (no batchconsumequeue/), and none goes into consumequeue/BasicTopic either
+    # recover keeps it: its records (single messages, no INNER_BASE/INNER_NUM) get batch queue
+    # units as 5.3.3's DispatchRequest has them (msgBaseOffset = the queue offset, batchSize 1),
+    # and none goes into consumequeue/BasicTopic
     cq_before = {p: p.read_bytes() for p in (store / "consumequeue" / "BasicTopic").rglob("0*") if p.is_file()}
     assert run_cli("recover", store).code == 0
-    assert not (store / "batchconsumequeue").exists()
+    units = [u for u in run_cli("dump", store, "batchconsumequeue", "--json").json_lines() if u["type"] == "batch_unit"]
+    assert sorted((u["queueId"], u["msgBaseOffset"], u["batchSize"], u["commitLogOffset"], u["size"]) for u in units) == \
+        sorted((u["queueId"], u["offset"], 1, u["commitLogOffset"], u["size"]) for u in expected_read("basic5")
+               if u["type"] == "cq_unit" and u["topic"] == "BasicTopic")
     assert {p: p.read_bytes() for p in (store / "consumequeue" / "BasicTopic").rglob("0*") if p.is_file()} == cq_before

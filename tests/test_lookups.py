@@ -21,7 +21,7 @@ from mqtool.storage.settings import open_layout
 
 from conftest import DAMAGED, UNDAMAGED, expected_read, fixture_dir, load_jsonl
 
-WITH_QUERIES = ["basic", "features", "multifile", "basic5"]
+WITH_QUERIES = ["basic", "features", "multifile", "basic5", "batchcq5", "lmq5", "cqext5"]
 FIELDS = [
     "topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "bodyCRCRecomputed",
     "flag", "sysFlag", "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",

@@ -179,6 +179,25 @@ def test_consume_queue_source_matches_the_brokers_units(spark, extracted, cq_fmt
         assert mine == theirs, name
 
 
+@pytest.mark.parametrize("cq_fmt", ["rocketmq_cq", "rocketmq_cq_python"])
+def test_consume_queue_source_holds_the_brokers_batch_units(spark, extracted, cq_fmt):
+    """batchcq5 (5.3.3, a BatchCQ topic): every unit of its batch queues is a row, queueOffset its
+    msgBaseOffset, with cqType and batchSize; the consume queues' units beside them."""
+    df = spark.read.format(cq_fmt).load(stores_arg(extracted, ["batchcq5"]))
+    mine = sorted((r["topic"], r["queueId"], r["queueOffset"], r["commitLogOffset"], r["size"], r["tagsCode"],
+                   r["cqType"], r["batchSize"]) for r in rows_of(df) if r["ok"])
+    lines = expected_read("batchcq5")
+    theirs = sorted([(u["topic"], u["queueId"], u["msgBaseOffset"], u["commitLogOffset"], u["size"], u["tagsCode"],
+                      "BatchCQ", u["batchSize"]) for u in lines if u["type"] == "bcq_unit"]
+                    + [(u["topic"], u["queueId"], u["offset"], u["commitLogOffset"], u["size"], u["tagsCode"],
+                        "SimpleCQ", 1) for u in lines if u["type"] == "cq_unit"])
+    assert mine == theirs
+    sums = {r["queueId"]: r["messages"] for r in rows_of(df.where("cqType = 'BatchCQ'").groupBy("queueId")
+                                                         .agg({"batchSize": "sum"})
+                                                         .withColumnRenamed("sum(batchSize)", "messages"))}
+    assert sums == {0: 295, 1: 165, 2: 120}       # the broker's max offsets: the queues' messages
+
+
 def test_filters_pushed_down_give_what_spark_filters_give(spark, fmt, extracted):
     """The reader takes topic, queue, time and offset filters: the JVM reader always, the Python
     data source with option("pushdown", "true")."""

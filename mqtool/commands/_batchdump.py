@@ -23,7 +23,7 @@ def dump_batch_queues(queues, filters, ctx, display) -> None:
             for n, unit in enumerate(units.tolist()):
                 if tally.full():
                     break
-                offset, size, tags, store_time, base, batch, compacted, _ = unit
+                offset, size, tags, store_time, base, batch, compacted, reserved = unit
                 if not (filters.offset_ok(offset) and filters.time_ok(store_time) and filters.queue_offset_ok(base)):
                     continue
                 tally.records += 1
@@ -34,7 +34,8 @@ def dump_batch_queues(queues, filters, ctx, display) -> None:
                                       "file": display(info.path), "fileOffset": at,
                                       "logicalOffset": name_to_offset(info.name) + at, "commitLogOffset": offset,
                                       "size": size, "tagsCode": tags, "storeTimestamp": store_time,
-                                      "msgBaseOffset": base, "batchSize": batch, "compactedOffset": compacted})
+                                      "msgBaseOffset": base, "batchSize": batch, "compactedOffset": compacted,
+                                      "reserved": reserved})
                 else:
                     table.add(topic, queue_id, base, batch, offset, size, tags, storeinfo.iso(store_time),
                               display(info.path), at)

@@ -17,6 +17,7 @@ from mqtool.commands import _show
 from mqtool.commands._show import plural
 from mqtool.errors import UsageError
 from mqtool.forensics.lookup import Found, StoreReader
+from mqtool.storage import batchqueue
 from mqtool.storage.settings import open_layout
 
 
@@ -38,7 +39,7 @@ def cli(store, topic, queue_id, queue_offset, count, config_path, settings, as_j
         result = reader.get(topic, queue_id, queue_offset, count)
         name = f"{topic}/{queue_id}"
         if result.status == "NO_MATCHED_LOGIC_QUEUE":
-            queues = [str(q) for t, q, _ in layout.consume_queues() if t == topic]
+            queues = [str(q) for t, q, _ in [*layout.consume_queues(), *batchqueue.queues(layout)] if t == topic]
             have = (f"topic {topic} has queues {', '.join(queues)}" if queues
                     else f"no queue of topic {topic} is on disk")
             raise UsageError(f"no consume queue {name} in this store ({have})")

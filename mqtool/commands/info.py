@@ -63,6 +63,10 @@ def _show(info: dict) -> None:
         ("index", f"{ix['files']} files, {humanize.naturalsize(ix['bytes'], binary=True)} "
                   f"({ix['maxHashSlotNum']} slots x {ix['maxIndexNum']} entries)"),
     ]
+    bcq = info["batchconsumequeue"]
+    if bcq["queues"]:
+        lines.insert(2, ("batch queues", f"{bcq['files']} files, {bcq['topics']} topics, {bcq['queues']} queues "
+                                         "(BatchCQ; offsets count messages)"))
     for name, text in lines:
         console.print(f"  {name:<13}{text}", highlight=False)
     for kind in ("commitlog", "consumequeue"):
@@ -110,14 +114,16 @@ def _show(info: dict) -> None:
         console.print(f"  [yellow]{escape(line)}[/yellow]", highlight=False)
     _show_census(info["census"])
     if info["queues"]:
+        batch = any(q["cqType"] == "BatchCQ" for q in info["queues"])     # a type column when it tells
         table = output.TableStream("queues", [("topic", {}), ("queue", {"justify": "right"}),
+                                              *([("type", {})] if batch else []),
                                               ("files", {"justify": "right"}),
                                               ("min offset", {"justify": "right"}),
                                               ("max offset", {"justify": "right"}),
                                               ("messages", {"justify": "right"})])
         for q in info["queues"]:
-            table.add(q["topic"], q["queueId"], q["files"], q["minOffset"], q["maxOffset"],
-                      q["maxOffset"] - q["minOffset"])
+            table.add(q["topic"], q["queueId"], *([q["cqType"]] if batch else []), q["files"], q["minOffset"],
+                      q["maxOffset"], q["maxOffset"] - q["minOffset"])
         table.flush()
 
 

@@ -18,6 +18,7 @@ import click
 from mqtool.cli import options, output
 from mqtool.engine.store import MessageStore
 from mqtool.errors import DataError, ProblemsFound
+from mqtool.storage import batchqueue, census
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import open_layout, store_config_for_write
 
@@ -62,7 +63,7 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     _show(plan, as_json, applied=True, quarantine=quarantine, notes=engine.notes, left=left)
     if left:
         raise ProblemsFound(f"recovery left {len(left)} problem(s) it does not mend (see above); "
-                            f"next: {'; then '.join(_next_steps(left, store))}")
+                            f"next: {'; then '.join(_next_steps(left, store, layout))}")
 
 
 @contextmanager
@@ -75,11 +76,11 @@ def _cannot_load(layout, store):
         if exc.path is None:
             raise
         path = Path(exc.path)
-        queues = (layout.consumequeue_dir, layout.consumequeue_ext_dir)
+        queues = (layout.consumequeue_dir, layout.consumequeue_ext_dir, batchqueue.directory(layout))
         scope = ("cq" if any(path.is_relative_to(d) for d in queues)
                  else "index" if path.is_relative_to(layout.index_dir) else "commitlog")
         raise DataError(f"{exc.message}; recovery cannot load it and changed nothing; next: "
-                        f"{'; then '.join(_next_steps([scope], store))}", path=exc.path) from None
+                        f"{'; then '.join(_next_steps([scope], store, layout))}", path=exc.path) from None
 
 
 def _left_after(store, config_path, settings) -> list:
@@ -95,12 +96,19 @@ def _left_after(store, config_path, settings) -> list:
     return found
 
 
-def _next_steps(left, store) -> list[str]:
-    """What mends what is left: findings, or the names of their scopes."""
+def _next_steps(left, store, layout) -> list[str]:
+    """What mends what is left: findings, or the names of their scopes.  salvage is named as it
+    runs on this store: with --drop-features, and what it leaves behind, when the store uses
+    features a salvaged store does not hold (batch queues, say)."""
     scopes = {getattr(finding, "scope", finding) for finding in left}
     steps = []
     if "commitlog" in scopes:
-        steps.append(f"`mqtool salvage {store} NEW_STORE` (copies every valid record into a new store)")
+        dropped = census.take(layout).not_kept("salvage")
+        if dropped:
+            steps.append(f"`mqtool salvage --drop-features {store} NEW_STORE` (copies every valid record into a "
+                         f"new store, without {', '.join(dropped)})")
+        else:
+            steps.append(f"`mqtool salvage {store} NEW_STORE` (copies every valid record into a new store)")
     if scopes & {"cq", "index"}:
         steps.append(f"`mqtool rebuild-cq{' --index' if 'index' in scopes else ''} {store}`")
     if "timer" in scopes:

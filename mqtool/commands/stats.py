@@ -47,7 +47,8 @@ def cli(stores, config_path, settings, as_json, topics, since, until, engine, jo
         parts = pipeline.commitlog_parts(found, filters)
         scan = functools.partial(storestats.scan, filters=filters, check_crc=not no_crc)
         timer = storestats.timer_lines(found, filters.topics)
-        lines = storestats.report(storestats.merge(runner.map(scan, parts)), timer)
+        batch = storestats.batch_queue_lines(found, filters.topics)
+        lines = storestats.report(storestats.merge(runner.map(scan, parts)), timer, batch)
         lines[-1].update(seconds=round(time.perf_counter() - started, 3), loadSeconds=round(started - loading, 3))
     finally:
         runner.close()
@@ -125,6 +126,15 @@ def _tables(lines, several: bool) -> None:
         for line in timers:
             tt.add(*([line["broker"]] if several else []), line["topic"], f"{line['pending']:,}")
         tt.flush()
+
+    batch = [l for l in lines if l["type"] == "batch_queue"]
+    if batch:
+        bt = output.TableStream("batch queues (BatchCQ; offsets count messages, an inner batch many)", lead + [
+            ("topic", {}), ("queue", right), ("min offset", right), ("max offset", right), ("messages", right)])
+        for line in batch:
+            bt.add(*([line["broker"]] if several else []), line["topic"], line["queueId"], f"{line['minOffset']:,}",
+                   f"{line['maxOffset']:,}", f"{line['messages']:,}")
+        bt.flush()
 
     st = output.TableStream("stores", [("broker", {}), ("store", {}), ("files", right), ("records", right),
                                        ("damaged records", right), ("problems", right), ("blanks", right),

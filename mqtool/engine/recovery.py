@@ -49,7 +49,7 @@ from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
-from mqtool.storage import commitlog, timerstore
+from mqtool.storage import commitlog, mappedfile, timerstore
 from mqtool.storage.commitlog import EndOfData, Problem
 
 _MAGIC_POS = 4
@@ -148,7 +148,7 @@ def scan_consume_queue(cq) -> tuple[int, int, int]:
     index = max(len(files) - 3, 0)
     end = files[index].file_from_offset
     max_physic = -1
-    written_end = files[-1].file_from_offset + cq._written_end(files[-1])
+    written_end = files[-1].file_from_offset + cq.written_end(files[-1])
     for mf in files[index:]:
         count = 0
         for offset, size, _ in UNIT_STRUCT.iter_unpack(mf.buf[:mf.file_size - mf.file_size % UNIT_SIZE]):
@@ -272,8 +272,7 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
     # how far written bytes reach in the cut's file (what a cut zeroes)
     mf = queue.find_by_offset(cut) or (files[-1] if cut >= files[-1].file_end_offset else None)
     if mf is not None and cut < mf.file_end_offset:
-        last = commitlog._last_nonzero(mf.buf, cut - mf.file_from_offset, mf.file_size)
-        data_end = mf.file_from_offset + last + 1 if last >= 0 else cut
+        data_end = mf.file_from_offset + mappedfile.written_end(mf.buf, cut - mf.file_from_offset, mf.file_size)
     else:
         data_end = cut
     return cut, max(data_end, cut), stop, records

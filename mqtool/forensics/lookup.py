@@ -25,7 +25,7 @@ from mqtool.formats.commitlog import Blank, Record, RecordError
 from mqtool.formats.consumequeue import is_valid_unit
 from mqtool.formats.filenames import is_index_name
 from mqtool.formats.index import index_key
-from mqtool.storage import commitlog, consumequeue
+from mqtool.storage import batchqueue, commitlog, consumequeue
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import IndexFile, query_offsets
 from mqtool.storage.topics import is_safe_directory_name
@@ -132,6 +132,7 @@ class StoreReader:
         self._index: list[IndexFile] | None = None
         self.index_problems: list[Problem] = []
         self._queues: dict[tuple[str, int], consumequeue.ConsumeQueue | None] = {}
+        self._batch: dict[tuple[str, int], batchqueue.BatchQueue | None] = {}
         self._ranges: dict[tuple[str, int], tuple[int, int]] = {}
 
     def __enter__(self):
@@ -144,10 +145,10 @@ class StoreReader:
         self.commitlog.close()
         for f in self._index or []:
             f.close()
-        for cq in self._queues.values():
+        for cq in [*self._queues.values(), *self._batch.values()]:
             if cq is not None:
                 cq.close()
-        self._index, self._queues = [], {}
+        self._index, self._queues, self._batch = [], {}, {}
 
     def display(self, path) -> str:
         path = Path(path)
@@ -298,14 +299,28 @@ class StoreReader:
                 if exists else None
         return self._queues[k]
 
+    def batch_queue(self, topic: str, queue_id: int) -> batchqueue.BatchQueue | None:
+        """A BatchCQ topic's queue, loaded once (None when it is not on disk)."""
+        k = (topic, queue_id)
+        if k not in self._batch:
+            directory = batchqueue.directory(self.layout) / topic / str(queue_id)
+            exists = is_safe_directory_name(topic) and queue_id >= 0 and directory.is_dir()
+            self._batch[k] = batchqueue.BatchQueue(topic, queue_id, directory, batchqueue.file_size(self.layout)) \
+                if exists else None
+        return self._batch[k]
+
     def get(self, topic: str, queue_id: int, offset: int, count: int = 1) -> GetResult:
         """DefaultMessageStore.getMessage for queue offsets offset .. offset+count-1 (without
-        subscription filters), each unit checked against the record it points at."""
-        cq = self.consume_queue(topic, queue_id)
-        if cq is None:
+        subscription filters), each unit checked against the record it points at.  A batch
+        queue's offsets count messages: the unit holding a queue offset gives its whole record
+        (an inner batch once, for all its messages)."""
+        bq = self.batch_queue(topic, queue_id)
+        cq = self.consume_queue(topic, queue_id) if bq is None else None
+        if cq is None and bq is None:
             return GetResult(topic, queue_id, "NO_MATCHED_LOGIC_QUEUE", next_offset=offset)
         if (topic, queue_id) not in self._ranges:   # max_offset reads the last file: once per reader
-            self._ranges[topic, queue_id] = cq.min_offset(), cq.max_offset()
+            self._ranges[topic, queue_id] = (cq.min_offset(), cq.max_offset()) if bq is None else \
+                (batchqueue.min_offset(bq, max(self.commitlog.min_offset, 0)), batchqueue.max_offset(bq))
         low, high = self._ranges[topic, queue_id]
         result = GetResult(topic, queue_id, "FOUND", low, high, next_offset=offset)
         if high == 0:
@@ -319,6 +334,8 @@ class StoreReader:
         if result.status != "FOUND":
             return result
         stop = min(offset + count, high)
+        if bq is not None:
+            return self._get_batch(bq, result, offset, stop)
         for queue_offset in range(offset, stop):
             unit = cq.raw_unit_at(queue_offset)
             if unit is None:
@@ -330,6 +347,31 @@ class StoreReader:
                 result.items.append(self._check_unit(unit))
         result.next_offset = stop
         return result
+
+    def _get_batch(self, bq, result: GetResult, offset: int, stop: int) -> GetResult:
+        """The units of a batch queue holding queue offsets offset .. stop-1, each once, read on
+        from the one holding offset; queue offsets no valid unit holds are problems."""
+        queue_offset = offset
+        for mf, pos, unit in batchqueue.units_from(bq, offset):
+            base, batch = int(unit["msgBaseOffset"]), int(unit["batchSize"])
+            if base >= stop:
+                break
+            if base > queue_offset:
+                result.items.append(self._no_batch_unit(bq, queue_offset, base))
+            result.items.append(self._check_unit(consumequeue.Unit(
+                bq.topic, bq.queue_id, base, int(unit["offset"]), int(unit["size"]), int(unit["tagsCode"]), mf.path,
+                pos)))
+            queue_offset = max(queue_offset, base + batch)
+        if queue_offset < stop:
+            result.items.append(self._no_batch_unit(bq, queue_offset, stop))
+            queue_offset = stop
+        result.next_offset = queue_offset
+        return result
+
+    def _no_batch_unit(self, bq, low: int, high: int) -> Problem:
+        return Problem("missing-unit", self.display(bq.directory), 0, None,
+                       f"queue offsets {low} .. {high - 1} are in no valid batch consume queue unit",
+                       details={"topic": bq.topic, "queueId": bq.queue_id, "queueOffset": low})
 
     def _check_unit(self, unit):
         where = {"topic": unit.topic, "queueId": unit.queue_id, "queueOffset": unit.queue_offset,

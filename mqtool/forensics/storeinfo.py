@@ -8,7 +8,7 @@ from mqtool.errors import MqError
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import census, commitlog, consumequeue, fsutil, metafiles, timerstore
+from mqtool.storage import batchqueue, census, commitlog, consumequeue, fsutil, metafiles, timerstore
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
@@ -88,6 +88,20 @@ def timer_summary(layout) -> dict | None:
     return counts
 
 
+def batch_queues(layout, phy_min_offset: int) -> list[dict]:
+    """The batch consume queues (BatchCQ topics) as the broker reports them: offsets in messages
+    (an inner batch's unit counts its batchSize), min as correctMinOffset leaves it."""
+    out = []
+    for bq in batchqueue.open_all(layout):
+        try:
+            out.append({"topic": bq.topic, "queueId": bq.queue_id, "files": len(bq.files.files),
+                        "minOffset": batchqueue.min_offset(bq, phy_min_offset),
+                        "maxOffset": batchqueue.max_offset(bq), "cqType": "BatchCQ"})
+        finally:
+            bq.close()
+    return sorted(out, key=lambda q: (q["topic"], q["queueId"]))
+
+
 def gather(layout) -> dict:
     """Everything `info` shows, as a JSON-ready dict."""
     info: dict = {"type": "info", "store": str(layout.root)}
@@ -114,12 +128,17 @@ def gather(layout) -> dict:
             # (ConsumeQueue.correctMinOffset), which after a clean may lie inside the first file
             queues.append({"topic": cq.topic, "queueId": cq.queue_id, "files": len(files),
                            "minOffset": queue_min_offset(cq, info["commitlog"]["minOffset"]),
-                           "maxOffset": cq.max_offset()})
+                           "maxOffset": cq.max_offset(), "cqType": "SimpleCQ"})
         finally:
             cq.close()
+    queues.extend(batch_queues(layout, info["commitlog"]["minOffset"]))
     info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size())
-    info["consumequeue"]["queues"] = len(queues)
-    info["consumequeue"]["topics"] = len({q["topic"] for q in queues})
+    simple = [q for q in queues if q["cqType"] == "SimpleCQ"]
+    info["consumequeue"]["queues"] = len(simple)
+    info["consumequeue"]["topics"] = len({q["topic"] for q in simple})
+    batch = [q for q in queues if q["cqType"] == "BatchCQ"]
+    info["batchconsumequeue"] = {"files": sum(q["files"] for q in batch), "queues": len(batch),
+                                 "topics": len({q["topic"] for q in batch})}
     info["queues"] = queues
 
     idx_files = layout.index_files()

@@ -24,9 +24,10 @@ from mqtool.errors import NotAStoreError, UsageError
 from mqtool.forensics.filters import Filters
 from mqtool.forensics.messageview import message_fields
 from mqtool.formats.commitlog import Blank, Record
+from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import is_valid_unit
 from mqtool.formats.filenames import is_offset_name
-from mqtool.storage import commitlog, dispatchrequest, fsutil
+from mqtool.storage import batchqueue, commitlog, dispatchrequest, fsutil
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.mappedfile import MappedFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -56,7 +57,7 @@ CHECK_COLUMNS = [("ok", "boolean"), ("problems", PROBLEMS_TYPE)]
 CQ_COLUMNS = [
     ("broker", "string"), ("store", "string"), ("file", "string"), ("fileOffset", "bigint"),
     ("topic", "string"), ("queueId", "int"), ("queueOffset", "bigint"), ("commitLogOffset", "bigint"),
-    ("size", "int"), ("tagsCode", "bigint"), ("ok", "boolean"),
+    ("size", "int"), ("tagsCode", "bigint"), ("ok", "boolean"), ("cqType", "string"), ("batchSize", "int"),
 ]
 
 _FIELD_NAMES = [name for name, _ in MESSAGE_COLUMNS]
@@ -153,7 +154,7 @@ class CommitLogPart:
 
 @dataclass(frozen=True)
 class QueuePart:
-    """One consume queue file."""
+    """One consume queue file, or one batch consume queue file (kind BatchCQ)."""
 
     broker: str
     store: str
@@ -163,6 +164,7 @@ class QueuePart:
     display: str
     file_size: int
     index: int = 0
+    kind: str = "SimpleCQ"
 
 
 def _display(root: Path):
@@ -236,6 +238,16 @@ def queue_parts(stores, filters: Filters | None = None) -> list[QueuePart]:
                 if is_offset_name(info.name):
                     parts.append(QueuePart(store.broker, str(layout.root), topic, queue_id, str(info.path),
                                            show(info.path), size))
+        batch_size = batchqueue.file_size(layout)
+        for topic, queue_id, directory in batchqueue.queues(layout):
+            if filters.topics is not None and topic not in filters.topics:
+                continue
+            if filters.queue_ids is not None and queue_id not in filters.queue_ids:
+                continue
+            for info in batchqueue.files(directory):
+                if is_offset_name(info.name):
+                    parts.append(QueuePart(store.broker, str(layout.root), topic, queue_id, str(info.path),
+                                           show(info.path), batch_size, kind="BatchCQ"))
     return [_replace(p, index=i) for i, p in enumerate(parts)]
 
 
@@ -371,7 +383,16 @@ def batches(row_iter, size: int = BATCH_ROWS):
 
 
 def queue_rows(part: QueuePart):
-    """The units of one consume queue file; `ok` is False for a unit that is not valid."""
+    """The units of one consume queue file; `ok` is False for a unit that is not valid.  A batch
+    consume queue's unit gives its msgBaseOffset as queueOffset, and its batchSize (the messages
+    from that queue offset on that its record holds)."""
+    if part.kind == "BatchCQ":
+        units = batchqueue.read_units(Path(part.path))
+        valid = batchqueue.valid_units(units).tolist()
+        for n, (offset, size, tags, _, base, batch, _, _) in enumerate(units.tolist()):
+            yield (part.broker, part.store, part.display, n * batch_format.UNIT_SIZE, part.topic, part.queue_id,
+                   base, offset, size, tags, valid[n], part.kind, batch)
+        return
     cq = ConsumeQueue(part.topic, part.queue_id, Path(part.path).parent, part.file_size)
     cq.files.close()   # this one file, not the queue's whole directory (as dump does for a file)
     cq.files = MappedFileQueue([Path(part.path)], part.file_size, strict=False)
@@ -379,7 +400,7 @@ def queue_rows(part: QueuePart):
         for unit in cq.units(0, None, stop_at_invalid=False):
             yield (part.broker, part.store, part.display, unit.file_offset, unit.topic, unit.queue_id,
                    unit.queue_offset, unit.commitlog_offset, unit.size, unit.tags_code,
-                   is_valid_unit(unit.commitlog_offset, unit.size))
+                   is_valid_unit(unit.commitlog_offset, unit.size), part.kind, 1)
     finally:
         cq.close()
 

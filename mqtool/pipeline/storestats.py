@@ -17,6 +17,7 @@ import numpy as np
 from mqtool.forensics import storeinfo
 from mqtool.formats import properties as props
 from mqtool.formats.commitlog import Blank, Record
+from mqtool.formats.filenames import is_offset_name, name_to_offset
 from mqtool.pipeline import engines as pipeline
 from mqtool.storage import commitlog
 
@@ -234,10 +235,27 @@ def timer_lines(stores, topics=None) -> list[dict]:
     return lines
 
 
-def report(stats: Partial, timer: list | None = None) -> list[dict]:
+def batch_queue_lines(stores, topics=None) -> list[dict]:
+    """A `batch_queue` line per store and batch consume queue (5.x BatchCQ topics): its min and
+    max offsets in messages as the broker reports them (an inner batch is one record of many
+    messages, so they count more than the queue's records)."""
+    lines = []
+    for store in stores:
+        layout = store.layout()
+        files = [f for f in layout.commitlog_files() if is_offset_name(f.name)]
+        phy_min = name_to_offset(files[0].name) if files else 0
+        for q in storeinfo.batch_queues(layout, phy_min):
+            if topics is None or q["topic"] in topics:
+                lines.append({"type": "batch_queue", "broker": store.broker, "topic": q["topic"],
+                              "queueId": q["queueId"], "cqType": q["cqType"], "minOffset": q["minOffset"],
+                              "maxOffset": q["maxOffset"], "messages": q["maxOffset"] - q["minOffset"]})
+    return lines
+
+
+def report(stats: Partial, timer: list | None = None, batch: list | None = None) -> list[dict]:
     """The JSON lines of `stats --json`: a `queue` line per broker, topic and queue, a `topic` line
     per broker and topic, a `store` line per store, a `timer` line per store and real topic with
-    pending timer messages, and a final `total`."""
+    pending timer messages, a `batch_queue` line per batch consume queue, and a final `total`."""
     messages = sum(agg.messages for agg in stats.queues.values())
     size = sum(agg.bytes for agg in stats.queues.values())
     lines = []
@@ -259,6 +277,7 @@ def report(stats: Partial, timer: list | None = None) -> list[dict]:
                       "problemKinds": dict(sorted(agg.kinds.items())), "blanks": agg.blanks,
                       "bytes": agg.bytes})
     lines.extend(timer or [])
+    lines.extend(batch or [])
     line = _line("total", total, total.messages, total.bytes)
     line["pendingTimerMessages"] = sum(t["pending"] for t in timer or [])
     line["queues"] = len(stats.queues)

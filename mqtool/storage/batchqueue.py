@@ -1,8 +1,10 @@
 """Batch consume queues read (5.x, topics with queue.type=BatchCQ): batchconsumequeue/<topic>/<queueId>/.
 
-Units are read a file at a time as numpy records; a file's written units end at the first unit of
-size 0 (the never-written rest of a preallocated file).  The file size is read off the files
-(the broker's mapperFileSizeBatchConsumeQueue, 300000 units by default).
+Units are read a file at a time as numpy records; a file's written units end where its bytes do
+(mappedfile.written_end: the never-written rest of a preallocated file is zeros), the valid ones
+where the broker's recover stops (valid_units).  Offsets in a batch queue count messages: a unit
+holds batchSize of them from msgBaseOffset on.  The file size is read off the files (the broker's
+mapperFileSizeBatchConsumeQueue, 300000 units by default).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from mqtool.formats import batchconsumequeue as fmt
 from mqtool.formats.filenames import is_offset_name
 from mqtool.storage import fsutil
 from mqtool.storage.layout import list_store_files, queue_dirs, queue_file_size
+from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -34,16 +37,14 @@ def files(queue_dir: Path) -> list:
 
 
 def read_units(path: Path) -> np.ndarray:
-    """The written units of one file (up to the first unit of size 0), without touching atime."""
+    """The written units of one file (up to the last one not all zeros), without touching atime."""
     fd = fsutil.open_read(path)
     try:
         size = os.fstat(fd).st_size
         data = os.pread(fd, size - size % fmt.UNIT_SIZE, 0)
     finally:
         os.close(fd)
-    units = np.frombuffer(data, dtype=fmt.UNIT_DTYPE)
-    empty = np.flatnonzero(units["size"] == 0)
-    return units[:empty[0]] if len(empty) else units
+    return np.frombuffer(data[:written_end(data, unit=fmt.UNIT_SIZE)], dtype=fmt.UNIT_DTYPE)
 
 
 def queue_units(queue_dir: Path):
@@ -103,11 +104,13 @@ class BatchQueue:
         loaded = self.files.files
         if not loaded:
             return 0, -1, 0
-        written = loaded[-1].file_from_offset + _written_units(self.units(loaded[-1])) * fmt.UNIT_SIZE
+        last = loaded[-1]
+        written = last.file_from_offset + written_end(last.buf, 0, last.file_size - last.file_size % fmt.UNIT_SIZE,
+                                                      fmt.UNIT_SIZE)
         end, max_physic = loaded[max(len(loaded) - 3, 0)].file_from_offset, -1
         for mf in loaded[max(len(loaded) - 3, 0):]:
             units = self.units(mf)
-            bad = np.flatnonzero(~_valid(units))
+            bad = np.flatnonzero(~valid_units(units))
             count = int(bad[0]) if len(bad) else len(units)
             end = mf.file_from_offset + count * fmt.UNIT_SIZE
             if count:
@@ -121,7 +124,7 @@ class BatchQueue:
         `end`), and the end of the last kept unit's record (-1: none kept)."""
         for mf in reversed([mf for mf in self.files.files if mf.file_from_offset < end] or self.files.files[:1]):
             units = self.units(mf, end - mf.file_from_offset)
-            keep = np.flatnonzero(_valid(units) & (units["offset"] < phy_offset))
+            keep = np.flatnonzero(valid_units(units) & (units["offset"] < phy_offset))
             count = 0 if not len(keep) else int(keep[-1]) + 1
             if count:
                 return mf.file_from_offset + count * fmt.UNIT_SIZE, int(units["offset"][count - 1]
@@ -151,7 +154,7 @@ def min_offset(queue: BatchQueue, phy_min_offset: int) -> int:
     last = 0
     for mf in queue.files.files:
         units = queue.units(mf)
-        units = units[_valid(units)]
+        units = units[valid_units(units)]
         above = np.flatnonzero(units["offset"] >= phy_min_offset)
         if len(above):
             return int(units["msgBaseOffset"][above[0]])
@@ -160,11 +163,69 @@ def min_offset(queue: BatchQueue, phy_min_offset: int) -> int:
     return last
 
 
-def _valid(units: np.ndarray) -> np.ndarray:
+def max_offset(queue: BatchQueue) -> int:
+    """getMaxOffsetInQueue after the broker's recover (reviseMaxOffsetInQueue): the msgBaseOffset
+    plus batchSize of the last valid unit, in messages (0 for a queue without one)."""
+    end = queue.scan()[0]
+    if end <= 0:
+        return 0
+    mf = queue.files.find_by_offset(end - fmt.UNIT_SIZE)
+    if mf is None:
+        return 0
+    unit = queue.units(mf)[(end - mf.file_from_offset) // fmt.UNIT_SIZE - 1]
+    return int(unit["msgBaseOffset"]) + int(unit["batchSize"])
+
+
+def unit_holding(queue: BatchQueue, queue_offset: int, end: int | None = None):
+    """The unit whose messages hold queue_offset (msgBaseOffset <= queue_offset < msgBaseOffset +
+    batchSize), found by bisection on msgBaseOffset as BatchConsumeQueue.iterateFrom finds it, as
+    (mapped file, byte in it, the unit); None when no valid unit below `end` (logical bytes, the
+    recovered end by default) holds it."""
+    end = queue.scan()[0] if end is None else end
+    for mf in reversed(queue.files.files):
+        if mf.file_from_offset >= end:
+            continue
+        units = queue.units(mf, end - mf.file_from_offset)
+        valid = valid_units(units)
+        if not valid.all():
+            units = units[:int(np.argmin(valid))]        # up to the first invalid unit
+        if not len(units) or int(units["msgBaseOffset"][0]) > queue_offset:
+            continue
+        n = int(np.searchsorted(units["msgBaseOffset"], queue_offset, side="right")) - 1
+        unit = units[n]
+        if queue_offset >= int(unit["msgBaseOffset"]) + int(unit["batchSize"]):
+            return None
+        return mf, n * fmt.UNIT_SIZE, unit
+    return None
+
+
+def units_from(queue: BatchQueue, queue_offset: int, end: int | None = None):
+    """The valid units from the one holding queue_offset on, in order (BatchConsumeQueue.iterateFrom),
+    as (mapped file, byte in it, the unit); they end at the first invalid unit or at `end`."""
+    end = queue.scan()[0] if end is None else end
+    held = unit_holding(queue, queue_offset, end)
+    if held is None:
+        return
+    first_file, first_pos, _ = held
+    for mf in queue.files.files:
+        if mf.file_from_offset < first_file.file_from_offset or mf.file_from_offset >= end:
+            continue
+        units = queue.units(mf, end - mf.file_from_offset)
+        valid = valid_units(units)
+        for n in range(first_pos // fmt.UNIT_SIZE if mf is first_file else 0, len(units)):
+            if not valid[n]:
+                return
+            yield mf, n * fmt.UNIT_SIZE, units[n]
+
+
+def open_all(layout):
+    """Every batch consume queue on disk, loaded read-only (the caller closes each)."""
+    size = file_size(layout)
+    for topic, queue_id, queue_dir in queues(layout):
+        yield BatchQueue(topic, queue_id, queue_dir, size)
+
+
+def valid_units(units: np.ndarray) -> np.ndarray:
+    """Which units are valid as BatchConsumeQueue.recover judges them."""
     return (units["offset"] >= 0) & (units["size"] > 0) & (units["msgBaseOffset"] >= 0) & (units["batchSize"] > 0)
 
-
-def _written_units(units: np.ndarray) -> int:
-    """How many units up to the last one that is not all zeros."""
-    written = np.flatnonzero(units.view(np.uint8).reshape(len(units), fmt.UNIT_SIZE).any(axis=1))
-    return int(written[-1]) + 1 if len(written) else 0

@@ -19,7 +19,7 @@ from mqtool.formats import commitlog as fmt
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
 from mqtool.storage import fsutil
-from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile
+from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile, written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 _MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in fmt.MESSAGE_MAGICS)
@@ -136,18 +136,6 @@ def _first_nonzero(buf, start: int, end: int, mf: MappedFile | None = None) -> i
         if chunk.count(0) != len(chunk):
             return pos + (len(chunk) - len(chunk.lstrip(b"\x00")))
         pos = stop
-    return -1
-
-
-def _last_nonzero(buf, start: int, end: int) -> int:
-    pos = end
-    while pos > start:
-        begin = max(start, pos - _ZERO_CHUNK)
-        chunk = buf[begin:pos]
-        stripped = chunk.rstrip(b"\x00")
-        if stripped:
-            return begin + len(stripped) - 1
-        pos = begin
     return -1
 
 
@@ -271,10 +259,10 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
             nxt = _entry_after_zeros(buf, max(pos, bad - 3), bad, limit, base)
             if not _entry_ok(buf, nxt, limit, base) and resync(buf, nxt + 1, limit, base, check_crc) < 0:
                 # nothing valid follows: these are stray bytes after the end of the data
-                last = _last_nonzero(buf, bad, limit)
+                last = written_end(buf, bad, limit)
                 yield Problem("data-after-end", path, bad, base + bad,
-                              f"{last + 1 - bad} non-zero bytes after the end of the data at {base + pos}",
-                              skipped=last + 1 - bad)
+                              f"{last - bad} non-zero bytes after the end of the data at {base + pos}",
+                              skipped=last - bad)
                 yield EndOfData(base + pos, path)
                 mf.drop_pages_before(limit)
                 return
@@ -291,8 +279,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
             return
         nxt = resync(buf, pos + 1, limit, base, check_crc)
         if nxt < 0:
-            last = _last_nonzero(buf, pos, limit)
-            damaged_end = last + 1 if last >= 0 else pos + 8
+            last = written_end(buf, pos, limit)
+            damaged_end = last if last > pos else pos + 8
             yield Problem(err.kind, path, pos, base + pos,
                           f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
                           skipped=damaged_end - pos)

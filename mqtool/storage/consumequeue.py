@@ -13,6 +13,7 @@ from pathlib import Path
 from mqtool.errors import NotAStoreError
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.storage.layout import list_store_files
+from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -140,7 +141,7 @@ class ConsumeQueue:
             if first_unit + count <= start_queue_offset:
                 continue
             begin = max(0, start_queue_offset - first_unit)
-            data_end = self._written_end(mf)
+            data_end = self.written_end(mf)
             stop = data_end // UNIT_SIZE
             for i, (offset, size, tags) in enumerate(
                     UNIT_STRUCT.iter_unpack(mf.buf[begin * UNIT_SIZE:stop * UNIT_SIZE]), start=begin):
@@ -154,22 +155,12 @@ class ConsumeQueue:
                 return
 
     @staticmethod
-    def _written_end(mf) -> int:
+    def written_end(mf) -> int:
         """Bytes up to and including the last whole unit that is not all zeros (a partial
         unit at the end of a cut-short file is left out; the load reports the file's size)."""
-        data = mf.buf
-        end = len(data) - len(data) % UNIT_SIZE
+        end = len(mf.buf) - len(mf.buf) % UNIT_SIZE
         end = min(end, -(-mf.data_end // UNIT_SIZE) * UNIT_SIZE)   # past the last data: a hole, zeros
-        # strip trailing zero units quickly, a megabyte at a time
-        step = 1 << 20
-        while end > 0:
-            begin = max(0, end - step)
-            chunk = data[begin:end].rstrip(b"\x00")
-            if chunk:
-                last = begin + len(chunk)
-                return -(-last // UNIT_SIZE) * UNIT_SIZE
-            end = begin
-        return 0
+        return written_end(mf.buf, 0, end, UNIT_SIZE)
 
     def min_offset(self) -> int:
         """The first queue offset on disk (files before it were reclaimed)."""
@@ -180,7 +171,7 @@ class ConsumeQueue:
     def max_offset(self) -> int:
         """One past the last valid unit, as ConsumeQueue.getMaxOffsetInQueue."""
         for mf in reversed(self.files.files):
-            end = self._written_end(mf)
+            end = self.written_end(mf)
             if end == 0:
                 continue
             # walk back over trailing invalid units

@@ -10,6 +10,7 @@ from pathlib import Path
 from mqtool.errors import RefusedError
 from mqtool.formats import consumequeueext as ext
 from mqtool.storage.layout import list_store_files
+from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -68,9 +69,7 @@ class ExtQueue:
 
     def written_end(self, mf) -> int:
         """How far non-zero bytes reach in file mf (a queue offset): what a cut there zeroes."""
-        from mqtool.storage.commitlog import _last_nonzero
-
-        return mf.file_from_offset + _last_nonzero(mf.buf, 0, mf.file_size) + 1
+        return mf.file_from_offset + written_end(mf.buf, 0, mf.file_size)
 
     def has_bitmaps(self) -> bool:
         """Does any unit carry a filter bitmap (enableCalcFilterBitMap: not rebuilt by mqtool)?"""

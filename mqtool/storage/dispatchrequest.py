@@ -40,8 +40,8 @@ class DispatchRequest:
     sys_flag: int
     prepared_transaction_offset: int
     multi: dict | None = None     # the properties, when they name further queues (INNER_MULTI_DISPATCH)
-    msg_base_offset: int = -1     # INNER_BASE and INNER_NUM (setBatchSizeIfNeeded): a batch queue unit's
-    batch_size: int = -1          # msgBaseOffset and batchSize; -1 when the record has not both
+    msg_base_offset: int = -1     # a batch queue unit's msgBaseOffset and batchSize: the record's queue
+    batch_size: int = -1          # offset and 1, or INNER_BASE and INNER_NUM when it has both (from_record)
 
     @property
     def goes_to_consume_queue(self) -> bool:
@@ -90,19 +90,34 @@ def from_record(record: Record, delay_levels_ms: list[int],
         keys=properties.get(props.KEYS, "") or "", uniq_key=properties.get(props.UNIQ_KEY),
         sys_flag=record.sys_flag, prepared_transaction_offset=record.prepared_transaction_offset,
         multi=properties if multidispatch.INNER_MULTI_DISPATCH in properties else None,
-        **batch_fields(properties))
+        **batch_fields(properties, record.queue_offset))
 
 
 INNER_BASE, INNER_NUM = "INNER_BASE", "INNER_NUM"
 
 
-def batch_fields(properties: dict) -> dict:
-    """CommitLog.setBatchSizeIfNeeded: both properties, parsed as a long and a short (a text Java
-    would not parse leaves the record without them here)."""
+def batch_fields(properties: dict, queue_offset: int) -> dict:
+    """A batch queue unit's msgBaseOffset and batchSize for a record at queue_offset: the
+    DispatchRequest's defaults (the queue offset, 1), which CommitLog.setBatchSizeIfNeeded replaces
+    with INNER_BASE and INNER_NUM, parsed as a long and a short, when the record has both (a text
+    Java would not parse keeps the defaults here).  5.3.3 writes single messages and 4.x-style
+    batches (one record per message) without them, inner batches with them."""
     base, num = properties.get(INNER_BASE), properties.get(INNER_NUM)
+    defaults = {"msg_base_offset": queue_offset, "batch_size": 1}
     if base is None or num is None:
-        return {}
+        return defaults
     base_value, num_value = parse_java_integer(base), parse_java_integer(num, 16)
     if base_value is None or num_value is None:
-        return {}
+        return defaults
     return {"msg_base_offset": base_value, "batch_size": num_value}
+
+
+def message_num(properties: dict, batch_topic: bool) -> int:
+    """CommitLog.getMessageNum: how far a record moves its queue's offsets on.  INNER_NUM (at least
+    1) for a record of a BatchCQ topic that carries it (an inner batch); 1 for everything else.
+    The broker also counts INNER_NUM for an inner-batch record (INNER_BATCH_FLAG) on a topic
+    with a consume queue, but that queue holds one unit per record, so offsets that jump there
+    break it: for such a topic the offsets go up one by one (and a jump is reported)."""
+    num = properties.get(INNER_NUM) if batch_topic else None
+    value = parse_java_integer(num, 16) if num is not None else None
+    return value if value is not None and value >= 1 else 1

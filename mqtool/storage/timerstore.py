@@ -19,7 +19,7 @@ from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record
 from mqtool.storage import commitlog, fsutil
-from mqtool.storage.mappedfile import MappedFile
+from mqtool.storage.mappedfile import MappedFile, written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 END, BLANK, DAMAGE, FULL = "end", "blank", "damage", "full"
@@ -87,7 +87,7 @@ def scan_file(mf: MappedFile) -> FileScan:
     magic = int.from_bytes(head[12:16], "big", signed=True) if len(head) == fmt.MIN_BLANK_LEN else 0
     if magic == fmt.BLANK_MAGIC_SIGNED:
         return FileScan(count, BLANK, at, blank_size=size)
-    if not any(mf.buf[at:at + min(fmt.UNIT_SIZE, remaining)]):
+    if written_end(mf.buf, at, at + min(fmt.UNIT_SIZE, remaining)) == at:
         return FileScan(count, END, at)
     return FileScan(count, DAMAGE, at, found=(size, magic))
 

@@ -1,7 +1,8 @@
 """verify-crc's checks of batch consume queues (5.x BatchCQ topics; part of the cq scope).
 
-Each unit must name a valid record of its topic and queue (size, store time), carry the record's
-INNER_BASE and INNER_NUM as msgBaseOffset and batchSize, continue the queue (msgBaseOffset is the
+Each unit must name a valid record of its topic and queue (size, store time), carry the
+msgBaseOffset and batchSize the broker dispatches for it (an inner batch's INNER_BASE and
+INNER_NUM; the record's queue offset and 1 for a single message or a 4.x-style batch), continue the queue (msgBaseOffset is the
 previous unit's plus its batchSize), and hold compactedOffset = INVALID_POS as the broker writes
 it.  The commitlog's records of a batch topic are covered by its batch queue, not by a consume
 queue (`covered` tells the cq scope's coverage check).  Records are decoded one by one: batch
@@ -26,10 +27,10 @@ def check(layout, runs, emit, display) -> set:
         for topic, queue_id, directory in found:
             end = _check_queue(queue, topic, queue_id, directory, emit, display)
             run = next((r for r in runs.values() if (r.topic, r.queue_id) == (topic, queue_id)), None)
-            if run is not None and (end is None or end <= run.last):
+            if run is not None and (end is None or end < run.next):     # offsets in messages
                 emit(Finding("cq", "cq-behind", f"batchconsumequeue/{topic}/{queue_id}", None, run.last_offset,
                              f"the batch queue ends at {end} but the commitlog holds queue offsets up to "
-                             f"{run.last}", expected=run.last + 1, found=end))
+                             f"{run.next - 1}", expected=run.next, found=end))
     finally:
         queue.close()
     return {(topic, queue_id) for topic, queue_id, _ in found}
@@ -58,17 +59,17 @@ def _check_queue(queue, topic, queue_id, directory, emit, display) -> int | None
             if isinstance(record, str):
                 problem("unit-not-a-record", f"unit {n}: no valid record starts at commitlog offset {offset}")
                 continue
-            batch_fields = dispatchrequest.batch_fields(record.properties)   # INNER_BASE, INNER_NUM as Java parses them
+            batch_fields = dispatchrequest.batch_fields(record.properties, record.queue_offset)
             checks = [("unit-size-mismatch", "the unit's size is not the record's size", record.total_size, size),
                       ("unit-wrong-topic", "the record belongs to another topic", topic, record.topic),
                       ("unit-wrong-queue", "the record belongs to another queue", queue_id, record.queue_id),
                       ("unit-wrong-queue-offset", "the record's queue offset is not msgBaseOffset",
                        record.queue_offset, base),
                       ("batch-unit-store-time", "storeTime is not the record's", record.store_timestamp, store_time),
-                      ("batch-unit-base", "msgBaseOffset is not the record's INNER_BASE",
-                       batch_fields.get("msg_base_offset"), base),
-                      ("batch-unit-size", "batchSize is not the record's INNER_NUM", batch_fields.get("batch_size"),
-                       batch)]
+                      ("batch-unit-base", "msgBaseOffset is not the record's (INNER_BASE, else its queue offset)",
+                       batch_fields["msg_base_offset"], base),
+                      ("batch-unit-size", "batchSize is not the record's (INNER_NUM, else 1)",
+                       batch_fields["batch_size"], batch)]
             for kind, message, want, got in checks:
                 if want != got:
                     problem(kind, f"unit {n}: {message}", want, got)

@@ -16,7 +16,7 @@ from mqtool.formats import multidispatch
 from mqtool.formats.commitlog import Blank, Record, RecordError, decode_entry
 from mqtool.formats.crc import body_crc
 from mqtool.native import fastscan
-from mqtool.storage import commitlog
+from mqtool.storage import commitlog, dispatchrequest
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.mappedfile import MappedFile
 
@@ -30,12 +30,14 @@ SEGMENT_RECORDS = 1 << 19
 
 
 def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_crc: bool, start: int,
-                    stop: int | None, pointers: list[Pointers], delays: list[int], multi=None) -> TaskResult:
+                    stop: int | None, pointers: list[Pointers], delays: list[int], multi=None,
+                    batch_topics=frozenset()) -> TaskResult:
     """Check [start, stop) of one commitlog file (a part, or the whole file): its entries, CRCs,
     offset fields and queue offset order; then the consume queue units and index entries that
     point into it, against the records as they were scanned and parsed, a stretch of
     SEGMENT_BYTES or SEGMENT_RECORDS at a time.  multi: the broker's multi-dispatch settings (the
-    queue offsets its records give LMQ queues are checked too), or None."""
+    queue offsets its records give LMQ queues are checked too), or None.  batch_topics: the BatchCQ
+    topics (a record of one that carries INNER_NUM moves its queue's offsets on by that many)."""
     result = TaskResult()
     mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
     try:                                                        # each file must not list them all
@@ -47,7 +49,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
                                          is_last=is_last, display_path=path, scanner=fastscan,
                                          parse_props=bool(pointers)):
             if isinstance(entry, fastscan.Chunk):
-                _check_chunk(entry, mf, path, result)
+                _check_chunk(entry, mf, path, result, batch_topics)
                 if multi is not None:
                     _multi_runs(entry, mf, path, multi, result)
                 if pointers:
@@ -99,7 +101,25 @@ def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays,
             cl.release_pages()
 
 
-def _check_chunk(chunk, mf, path: str, result: TaskResult) -> None:
+def _message_nums(chunk, mf, batch_topics) -> np.ndarray:
+    """CommitLog.getMessageNum per row of the chunk: how far each record moves its queue's offsets
+    on (1, or INNER_NUM; the records carrying INNER_NUM are found by a byte search, then decoded)."""
+    c = chunk.columns
+    nums = np.ones(chunk.count, dtype=np.int64)
+    if not batch_topics:
+        return nums
+    for i in commitlog.rows_holding(mf, c["offset"], c["size"], dispatchrequest.INNER_NUM.encode() + b"\x01"):
+        try:
+            record = decode_entry(mf.buf, int(c["offset"][i]) - mf.file_from_offset, mf.file_size,
+                                  mf.file_from_offset)
+        except RecordError:
+            continue
+        if isinstance(record, Record):
+            nums[i] = dispatchrequest.message_num(record.properties, record.topic in batch_topics)
+    return nums
+
+
+def _check_chunk(chunk, mf, path: str, result: TaskResult, batch_topics=frozenset()) -> None:
     c = chunk.columns
     base = mf.file_from_offset
     result.records += chunk.count
@@ -123,16 +143,17 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult) -> None:
     rows = np.flatnonzero(~skipped_tx)
     if not len(rows):
         return
-    # queue offsets per queue, in commitlog order: each one more than the one before
+    # queue offsets per queue, in commitlog order: each one the one before plus its message count
     order = rows[np.lexsort((rows, c["queue_id"][rows], c["topic_hash"][rows]))]
     topics, queues, qoffs = c["topic_hash"][order], c["queue_id"][order], c["queue_offset"][order]
+    nexts = qoffs + _message_nums(chunk, mf, batch_topics)[order]
     starts = np.flatnonzero(np.r_[True, (topics[1:] != topics[:-1]) | (queues[1:] != queues[:-1])])
     inside = np.ones(len(order), dtype=bool)
     inside[starts] = False
-    jumps = np.flatnonzero(inside & (qoffs != np.r_[0, qoffs[:-1]] + 1))
+    jumps = np.flatnonzero(inside & (qoffs != np.r_[0, nexts[:-1]]))
     for j in jumps.tolist():
         i = int(order[j])
-        result.findings.append(_order_finding(path, base, c, i, int(qoffs[j - 1]) + 1, chunk))
+        result.findings.append(_order_finding(path, base, c, i, int(nexts[j - 1]), chunk))
     ends = np.r_[starts[1:], len(order)] - 1
     for s, e in zip(starts.tolist(), ends.tolist()):
         key = (int(topics[s]), int(queues[s]))
@@ -140,11 +161,11 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult) -> None:
         run = result.runs.get(key)
         if run is None:
             result.runs[key] = QueueRun(chunk.topic(first), int(queues[s]), int(qoffs[s]),
-                                        int(c["offset"][first]), int(qoffs[e]), int(c["offset"][last]))
+                                        int(c["offset"][first]), int(qoffs[e]), int(c["offset"][last]), int(nexts[e]))
             continue
-        if int(qoffs[s]) != run.last + 1:
-            result.findings.append(_order_finding(path, base, c, first, run.last + 1, chunk))
-        run.last, run.last_offset = int(qoffs[e]), int(c["offset"][last])
+        if int(qoffs[s]) != run.next:
+            result.findings.append(_order_finding(path, base, c, first, run.next, chunk))
+        run.last, run.last_offset, run.next = int(qoffs[e]), int(c["offset"][last]), int(nexts[e])
 
 
 def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:
@@ -172,12 +193,12 @@ def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:
             if run is None:
                 result.runs[key] = QueueRun(name, queue_id, queue_offset, offset, queue_offset, offset)
                 continue
-            if queue_offset != run.last + 1:
+            if queue_offset != run.next:
                 result.findings.append(Finding(
                     "commitlog", "queue-offset-order", path, offset - base, offset,
                     f"{multidispatch.INNER_MULTI_QUEUE_OFFSET} offsets of {name}/{queue_id} do not go up one by one",
-                    expected=run.last + 1, found=queue_offset))
-            run.last, run.last_offset = queue_offset, offset
+                    expected=run.next, found=queue_offset))
+            run.last, run.last_offset, run.next = queue_offset, offset, queue_offset + 1
 
 
 def _order_finding(path, base, c, i, expected, chunk) -> Finding:
@@ -197,12 +218,12 @@ def merge_runs(tasks: list[TaskResult], files: list[tuple[str, int]]) -> tuple[d
             seen = merged.get(key)
             if seen is None:
                 merged[key] = QueueRun(run.topic, run.queue_id, run.first, run.first_offset, run.last,
-                                       run.last_offset)
+                                       run.last_offset, run.next)
                 continue
-            if run.first != seen.last + 1:
+            if run.first != seen.next:
                 findings.append(Finding("commitlog", "queue-offset-order", path, run.first_offset - base,
                                         run.first_offset,
                                         f"queue offsets of {run.topic}/{run.queue_id} do not go up one by one",
-                                        expected=seen.last + 1, found=run.first))
-            seen.last, seen.last_offset = run.last, run.last_offset
+                                        expected=seen.next, found=run.first))
+            seen.last, seen.last_offset, seen.next = run.last, run.last_offset, run.next
     return merged, findings

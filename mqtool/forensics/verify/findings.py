@@ -60,7 +60,8 @@ class Finding:
 
 @dataclass
 class QueueRun:
-    """What one part of the commitlog says about one queue: its first and last queue offsets."""
+    """What one part of the commitlog says about one queue: its first and last queue offsets, and
+    the queue offset the next record must have (last + 1, or + INNER_NUM after an inner batch)."""
 
     topic: str
     queue_id: int
@@ -68,6 +69,11 @@ class QueueRun:
     first_offset: int
     last: int
     last_offset: int
+    next: int = -1
+
+    def __post_init__(self):
+        if self.next < 0:
+            self.next = self.last + 1
 
 
 @dataclass

@@ -46,7 +46,7 @@ from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name
 from mqtool.native import fastscan
-from mqtool.storage import census, commitlog, timerstore
+from mqtool.storage import batchqueue, census, commitlog, timerstore
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
 
@@ -114,6 +114,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     summary.load_seconds = started - loading
     delays = layout.config.delay_levels_ms()
     multi = census.multi_dispatch(layout) if "cq" in scopes else None   # LMQ units and queue offsets
+    batch_topics = frozenset(batchqueue.topic_names(layout))   # queue offsets move on by INNER_NUM
     display = path_display(layout)
 
     def emit(finding: Finding) -> None:
@@ -165,7 +166,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                 routed = [p for p in pointers if p.low < high and p.high >= low]
                 parts.append((i, ("commitlog", commitlog_task,
                                   (file_paths[i], file_size, i >= last_data, crc, start, stop, routed, delays,
-                                   multi))))
+                                   multi, batch_topics))))
                 sizes.append(high - low)
         second = pool.collect(pool.submit(layout, [task for _, task in parts], sizes), scopes, emit, on_progress)
     for pointer in pointers:          # what points past the commitlog, or into a missing file, no part saw
