@@ -168,3 +168,8 @@ def _written_units(units: np.ndarray) -> int:
     """How many units up to the last one that is not all zeros."""
     written = np.flatnonzero(units.view(np.uint8).reshape(len(units), fmt.UNIT_SIZE).any(axis=1))
     return int(written[-1]) + 1 if len(written) else 0
+
+
+def valid_units(units: np.ndarray) -> np.ndarray:
+    """The units a broker reads (offset, size, msgBaseOffset and batchSize in range)."""
+    return units[_valid(units)]
