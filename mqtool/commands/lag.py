@@ -86,6 +86,11 @@ def _show(report: lag.LagReport) -> None:
     groups.flush()
     for f in report.files:
         read = f"read {f.read}" if f.read else "not read"
-        output.note(f"config/{f.name}: {read}" + (f" ({f.note})" if f.note else "") + (f" ({f.error})" if f.error else ""))
+        _note(f"config/{f.name}: {read}" + (f" ({f.note})" if f.note else "") + (f" ({f.error})" if f.error else ""))
     for problem in report.problems:
-        output.note(f"problem: {problem}")
+        _note(f"problem: {problem}")
+
+
+def _note(text: str) -> None:
+    """A line on stderr, never wrapped (a log keeps one line per remark)."""
+    output.stderr().print(output.printable(text), markup=False, highlight=False, soft_wrap=True)

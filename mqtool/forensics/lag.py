@@ -244,6 +244,8 @@ def compute(layout, *, groups=None, topics=None) -> LagReport:
             report.problems.append(f"config/{f.note}")
         elif not f.exists:
             report.problems.append(f"config/{f.name} is missing: no consumer offsets")
+        elif not f.read:
+            report.problems.append(f"config/{f.name} is empty, and so is its .bak: no consumer offsets")
     levels, delay_file = offsets.delay_offsets(layout)
     if delay_file.exists or delay_file.read:
         report.files.append(delay_file)
