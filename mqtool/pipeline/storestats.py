@@ -49,6 +49,7 @@ class QueueAgg:
     last: int | None = None
     sizes: dict = field(default_factory=dict)
     hours: dict = field(default_factory=dict)
+    hour_bytes: dict = field(default_factory=dict)
     keys: list = field(default_factory=list)   # arrays of key hashes
     keys_distinct: bool = False                # keys is one sorted array of distinct hashes
 
@@ -57,7 +58,7 @@ class QueueAgg:
         self.bytes += other.bytes
         self.first = other.first if self.first is None else min(self.first, other.first)
         self.last = other.last if self.last is None else max(self.last, other.last)
-        for mine, theirs in ((self.sizes, other.sizes), (self.hours, other.hours)):
+        for mine, theirs in ((self.sizes, other.sizes), (self.hours, other.hours), (self.hour_bytes, other.hour_bytes)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
         if other.keys:
@@ -154,7 +155,8 @@ def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, 
         return
     agg = queues.setdefault((part.broker, entry.topic, entry.queue_id), QueueAgg())
     ts = entry.store_timestamp
-    agg.add(QueueAgg(1, entry.total_size, ts, ts, {size_bucket(entry.total_size): 1}, {ts // HOUR_MS: 1}))
+    agg.add(QueueAgg(1, entry.total_size, ts, ts, {size_bucket(entry.total_size): 1}, {ts // HOUR_MS: 1},
+                     {ts // HOUR_MS: entry.total_size}))
     keys = entry.properties.get(props.KEYS) if entry.properties_bytes else None
     if keys:
         agg.keys.append(np.array([hash_text(k) for k in props.split_keys(keys)], dtype=np.uint64))
@@ -175,14 +177,15 @@ def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: di
     keep = rowblocks.keep_mask(chunk, filters)
     if keep is not None:
         good &= keep
-    (_, group_q, group_row, messages, sizes, first, last, hist, hour_g, hour_h, hour_n, key_off,
+    (_, group_q, group_row, messages, sizes, first, last, hist, hour_g, hour_h, hour_n, hour_b, key_off,
      key_hash) = chunkstats.stats_of(chunk, good, HOUR_MS)
     aggs = [QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k]),
                      keys=[key_hash[key_off[k]:key_off[k + 1]]]) for k in range(len(group_q))]
     for k, e in zip(*np.nonzero(hist)):
         aggs[k].sizes[size_bucket(1 << int(e))] = int(hist[k, e])
-    for k, hour, n in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist()):
+    for k, hour, n, b in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist(), hour_b.tolist()):
         aggs[k].hours[hour] = n
+        aggs[k].hour_bytes[hour] = b
     for k, agg in enumerate(aggs):
         queues.setdefault((part.broker, chunk.topic(int(group_row[k])), int(group_q[k])), QueueAgg()).add(agg)
 
@@ -217,7 +220,8 @@ def _line(kind: str, agg: QueueAgg, total_messages: int, total_bytes: int, **ide
             "firstStoreTime": storeinfo.iso(agg.first), "lastStoreTime": storeinfo.iso(agg.last),
             "sizeHistogram": {str(k): v for k, v in sorted(agg.sizes.items())},
             "distinctKeys": agg.distinct_keys(),
-            "messagesPerHour": {_hour_iso(h): n for h, n in hours}}
+            "messagesPerHour": {_hour_iso(h): n for h, n in hours},
+            "bytesPerHour": {_hour_iso(h): agg.hour_bytes.get(h, 0) for h, _ in hours}}
 
 
 def timer_lines(stores, topics=None) -> list[dict]:
