@@ -29,13 +29,14 @@ from mqtool.commands import (
     lookup_by_key,
     rebuild_cq,
     recover,
+    report,
     salvage,
     stats,
     verify_crc,
 )
 
 COMMANDS = [info.cli, dump.cli, append.cli, verify_crc.cli, recover.cli, rebuild_cq.cli, salvage.cli, lookup_by_key.cli, lookup_by_id.cli, get.cli, clean.cli,
-            export.cli, stats.cli, lag.cli]
+            export.cli, stats.cli, lag.cli, report.cli]
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141

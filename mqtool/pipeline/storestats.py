@@ -21,6 +21,7 @@ from mqtool.pipeline import engines as pipeline
 from mqtool.storage import commitlog
 
 HOUR_MS = 3_600_000
+DAMAGE_KEPT = 1000   # where damage is: the first this many places per store (the counts stay exact)
 MIN_BUCKET = 64
 
 
@@ -87,10 +88,12 @@ class StoreAgg:
     blanks: int = 0
     bytes: int = 0
     kinds: dict = field(default_factory=dict)
+    damage: list = field(default_factory=list)   # (commitlog offset, bytes, kind), the first DAMAGE_KEPT
 
     def add(self, other: "StoreAgg") -> None:
         for name in ("files", "records", "damaged_records", "problems", "blanks", "bytes"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.damage = sorted(self.damage + other.damage)[:DAMAGE_KEPT]
         for k, v in other.kinds.items():
             self.kinds[k] = self.kinds.get(k, 0) + v
 
@@ -121,6 +124,8 @@ def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
         elif isinstance(entry, commitlog.Problem):
             store.problems += 1
             store.kinds[entry.kind] = store.kinds.get(entry.kind, 0) + 1
+            if len(store.damage) < DAMAGE_KEPT:
+                store.damage.append((entry.offset, max(entry.skipped, 1), entry.kind))
     for agg in queues.values():
         agg.settle_keys()
     return Partial(queues, {part.broker: store})
@@ -134,8 +139,10 @@ def warm_up() -> None:
     chunkstats.warm_up()
 
 
-def _count_problems(store: StoreAgg, found) -> None:
+def _count_problems(store: StoreAgg, found, offset: int, size: int) -> None:
     store.damaged_records += 1
+    if len(store.damage) < DAMAGE_KEPT:
+        store.damage.append((offset, size, found[0][0]))
     store.problems += len(found)
     for kind, _ in found:
         store.kinds[kind] = store.kinds.get(kind, 0) + 1
@@ -149,7 +156,7 @@ def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, 
     store.bytes += entry.total_size
     found = commitlog.record_problems(entry, check_crc)
     if found:
-        _count_problems(store, found)
+        _count_problems(store, found, entry.offset, entry.total_size)
         return
     if not filters.record_ok(entry):
         return
@@ -173,7 +180,7 @@ def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: di
     good = np.ones(chunk.count, dtype=np.bool_)
     for i, found in rowblocks.chunk_problems(chunk, part.file_from, check_crc).items():
         good[i] = False
-        _count_problems(store, found)
+        _count_problems(store, found, int(chunk.columns["offset"][i]), int(chunk.columns["size"][i]))
     keep = rowblocks.keep_mask(chunk, filters)
     if keep is not None:
         good &= keep
