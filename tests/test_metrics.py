@@ -149,3 +149,51 @@ def test_bash_completion(tmp_path):
     assert complete("lag", "examples/store", "--gr") == ["--group"]
     assert "--prometheus" in complete("verify-crc", "examples/store", "--")
     assert {"commitlog", "cq", "index", "timer", "all"} == set(complete("verify-crc", "examples/store", "--scope", ""))
+
+
+# ---------------------------------------------------------------------- the examples
+
+def test_the_systemd_service_runs_as_written(store_copy, tmp_path):
+    """examples/mqtool-clean.service's commands, run with its own Environment= lines pointed at a copy."""
+    import shlex
+
+    store = store_copy("multifile")
+    write_offsets(store, {"OrderTopic@billing": {0: 10}})
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=100\n"
+                    "maxIndexNum=400\n")
+    textfile = tmp_path / "textfile"
+    textfile.mkdir()
+    env = {"STORE": str(store), "BROKER_CONF": str(conf), "TEXTFILE_DIR": str(textfile)}
+    unit = (REPO / "examples" / "mqtool-clean.service").read_text()
+    commands = []
+    for line in unit.splitlines():
+        key, _, value = line.partition("=")
+        if key == "Environment":
+            name, _, given = value.partition("=")
+            assert name in env, name
+        elif key in ("ExecStart", "ExecStartPost"):
+            words = shlex.split(value.lstrip("-"))
+            words[0] = str(Path(sys.executable).parent / "mqtool")
+            commands.append([w.replace("${STORE}", env["STORE"]).replace("${BROKER_CONF}", env["BROKER_CONF"])
+                             .replace("${TEXTFILE_DIR}", env["TEXTFILE_DIR"]) for w in words])
+    assert len(commands) == 2
+    for words in commands:
+        run = subprocess.run(words, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in textfile.iterdir()) == ["mqtool-clean.prom", "mqtool-lag.prom"]
+    assert samples(textfile / "mqtool-lag.prom")[("mqtool_consumer_lag_messages", (("group", "billing"),))] > 0
+    assert ("mqtool_clean_bytes_freed", ()) in samples(textfile / "mqtool-clean.prom")
+    timer = (REPO / "examples" / "mqtool-clean.timer").read_text()
+    assert "Unit=mqtool-clean.service" in timer and "OnCalendar=" in timer
+
+
+def test_the_ci_gate_keeps_the_metrics(store_copy, tmp_path):
+    mqtool = Path(sys.executable).parent / "mqtool"
+    env = {**os.environ, "MQTOOL": str(mqtool), "PROMETHEUS": str(tmp_path / "verify.prom"), "JOBS": "1"}
+    damaged = subprocess.run(["bash", REPO / "examples" / "verify-ci.sh", store_copy("garbage-tail"),
+                              tmp_path / "report.jsonl"], env=env, capture_output=True, text=True)
+    assert damaged.returncode == 1 and "PROBLEMS FOUND" in damaged.stderr
+    assert samples(tmp_path / "verify.prom")[("mqtool_verify_ok", ())] == 0
+    gate = (REPO / "examples" / "verify-gate.gitlab-ci.yml").read_text()
+    assert "examples/verify-ci.sh" in gate and "PROMETHEUS=verify.prom" in gate
