@@ -215,3 +215,16 @@ def test_lag_changes_nothing(store_copy, run_cli):
     assert run_cli("lag", store).code == 0
     after = {p: (p.stat().st_mtime_ns, p.stat().st_atime_ns) for p in store.rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_the_consume_queue_unit_dtype_reads_what_the_schema_builds():
+    import numpy as np
+
+    from mqtool.formats import consumequeue
+
+    units = [{"commitLogOffset": 0, "size": 1, "tagsCode": -1},
+             {"commitLogOffset": (1 << 63) - 1, "size": -(1 << 31), "tagsCode": 1 << 40}]
+    data = b"".join(consumequeue.UNIT.build(u) for u in units)
+    got = np.frombuffer(data, dtype=consumequeue.unit_dtype())
+    assert got.dtype.itemsize == consumequeue.UNIT_SIZE
+    assert [{k: int(row[k]) for k in got.dtype.names} for row in got] == units
