@@ -22,11 +22,13 @@ SCHEDULE_TOPIC_XXXX, one queue per level, and come out the same way (`delay` lin
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
-from mqtool.formats.consumequeue import UNIT_SIZE, unit_dtype
+from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, unit_dtype
 from mqtool.formats.commitlog import Record
 from mqtool.storage import batchqueue, commitlog, consumequeue, offsets
 from mqtool.storage.consumequeue import queue_min_offset
@@ -36,6 +38,8 @@ OK, BELOW_MIN, ABOVE_MAX, NEVER, UNKNOWN_TOPIC, UNKNOWN_QUEUE = (
 OUT_OF_RANGE = (BELOW_MIN, ABOVE_MAX)
 DELAY_GROUP = "(delay scheduler)"
 _FOREVER = (1 << 63) - 1
+_FEW = 512
+_units = functools.cache(unit_dtype)
 
 
 @dataclass
@@ -151,13 +155,18 @@ class _Queue:
             lo, hi = max(f0, s0), min(f0 + mf.file_size // UNIT_SIZE, end)
             if lo >= hi:
                 continue
-            sizes = np.frombuffer(mf.buf, dtype=unit_dtype(), count=hi - lo, offset=(lo - f0) * UNIT_SIZE)["size"]
-            suffix = np.cumsum(sizes[::-1].astype(np.int64))[::-1]
+            if hi - lo <= _FEW:      # a few units: plain Python costs less than numpy's calls
+                sizes = [size for _, size, _ in UNIT_STRUCT.iter_unpack(
+                    mf.buf[(lo - f0) * UNIT_SIZE:(hi - f0) * UNIT_SIZE])]
+                suffix = list(accumulate(reversed(sizes)))[::-1]
+            else:
+                sizes = np.frombuffer(mf.buf, dtype=_units(), count=hi - lo, offset=(lo - f0) * UNIT_SIZE)["size"]
+                suffix = np.cumsum(sizes[::-1].astype(np.int64))[::-1]
             for s in starts:
                 if lo <= s < hi:
                     partial[s], where[s] = int(suffix[s - lo]), len(totals)
             totals.append(int(suffix[0]))
-        after = np.cumsum(totals[::-1])[::-1].tolist() + [0]    # bytes of the files after each
+        after = list(accumulate(reversed(totals)))[::-1] + [0]    # bytes of the files after each
         result = {}
         for s in starts:
             if s not in partial:
@@ -200,9 +209,10 @@ def _open_queues(layout, phy_min: int, wanted):
             # its last unit (what correctMinOffset answers when no unit is at or above the offset)
             yield (topic, queue_id), _Queue("BatchCQ", bq, batchqueue.min_offset(bq, phy_min),
                                             batchqueue.min_offset(bq, _FOREVER))
+    size = layout.consume_queue_file_size()
     for topic, queue_id, directory in layout.consume_queues():
         if wanted(topic):
-            cq = consumequeue.ConsumeQueue(topic, queue_id, directory, layout.consume_queue_file_size())
+            cq = consumequeue.ConsumeQueue(topic, queue_id, directory, size)
             yield (topic, queue_id), _Queue("ConsumeQueue", cq, queue_min_offset(cq, phy_min), cq.max_offset())
 
 
