@@ -16,6 +16,7 @@ from mqtool.errors import UsageError
 TABLE_ROWS = 500          # rows of a table before "... and N more"
 TOP_TOPICS = 8            # topics drawn on their own in the per-hour charts; the rest are "other topics"
 TOP_GROUPS = 30
+PROBLEMS_SHOWN = 20
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#FF9DA6", "#9D755D", "#BAB0AC"]
 BLUE, BLUE2, ORANGE, RED, GREY, DARK = "#4C78A8", "#9ECAE9", "#F58518", "#D62728", "#9D9D9D", "#333333"
 
@@ -427,7 +428,9 @@ def render(data: dict) -> str:
                                                               for k, n in stats["problemKinds"].items()]
     if problems:
         parts.append("<section id=problems><h2>Problems</h2><ul class=problems>"
-                     + "".join(f"<li>{html.escape(p)}</li>" for p in problems[:TABLE_ROWS]) + "</ul></section>")
+                     + "".join(f"<li>{html.escape(p)}</li>" for p in problems[:PROBLEMS_SHOWN])
+                     + (f"<li>... and {len(problems) - PROBLEMS_SHOWN:,} more (mqtool lag, stats and verify-crc "
+                        "list them all)</li>" if len(problems) > PROBLEMS_SHOWN else "") + "</ul></section>")
     for ident, title, draw, what in CHARTS:
         svg, tables = draw(plt, data)
         parts.append(f"<section id={ident}><h2>{html.escape(title)}</h2><p class=what>{html.escape(what)}</p>"
