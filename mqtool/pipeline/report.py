@@ -143,7 +143,7 @@ def _quarantine(layout) -> list[dict]:
     if not root.is_dir():
         return []
     out = []
-    for name, path_, is_dir, _ in sorted(fsutil.scandir(root)):
+    for name, _, is_dir, _ in sorted(fsutil.scandir(root)):
         if not is_dir:
             continue
         files = size = 0

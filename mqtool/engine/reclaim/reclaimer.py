@@ -29,7 +29,7 @@ from mqtool.engine.reclaim.report import DELETE, KEEP, REMOVE_STAGED, STAGE, Dec
 from mqtool.engine.reclaim.undo import undo as undo_staged
 from mqtool.engine.reclaim.view import StoreView
 from mqtool.engine.trash import Trash
-from mqtool.errors import MqError, UsageError
+from mqtool.errors import UsageError
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.storage import batchqueue, timerstore
