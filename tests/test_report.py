@@ -123,3 +123,19 @@ def test_the_page_loads_in_chromium_with_no_error_no_request_and_every_chart(pag
         assert tables >= len(CHARTS) - 1     # the timer store's is empty here: nothing to list
     finally:
         browser.quit()
+
+
+def test_the_timer_backlog_counts_the_pending_timer_messages(tmp_path, run_cli):
+    import tarfile
+
+    from conftest import FIXTURES
+
+    with tarfile.open(FIXTURES / "rocketmq-5.3.3/timer5/store.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="tar")
+    out = tmp_path / "r.html"
+    assert run_cli("report", tmp_path / "store", "-o", out).code == 1     # no consumerOffset.json: said
+    section = out.read_text(encoding="utf-8").split("<section id=timer>")[1].split("</section>")[0]
+    counts = [int(n.replace(",", "")) for n in re.findall(r"<td class=num>([\d,]+)</td></tr>", section)]
+    # timer5/NOTES.md: 70 pending units and 2 pending roll units (the 2 delete units are no messages)
+    assert sum(counts) == 72 and len(counts) > 5
+    assert "72 pending" in section
