@@ -424,13 +424,16 @@ def render(data: dict) -> str:
              "<div class=cards>" + "".join(f"<div class='card{' bad' if bad else ''}'><div class=v>{html.escape(v)}"
                                            f"</div><div class=k>{html.escape(k)}</div></div>" for k, v, bad in cards)
              + "</div>"]
-    problems = list(data["notes"]) + list(lag["problems"]) + [f"{n:,} commitlog problem(s) of kind {k}"
+    problems = list(data["problems"]) + list(lag["problems"]) + [f"{n:,} commitlog problem(s) of kind {k}"
                                                               for k, n in stats["problemKinds"].items()]
     if problems:
         parts.append("<section id=problems><h2>Problems</h2><ul class=problems>"
                      + "".join(f"<li>{html.escape(p)}</li>" for p in problems[:PROBLEMS_SHOWN])
                      + (f"<li>... and {len(problems) - PROBLEMS_SHOWN:,} more (mqtool lag, stats and verify-crc "
                         "list them all)</li>" if len(problems) > PROBLEMS_SHOWN else "") + "</ul></section>")
+    if data["notes"]:
+        parts.append("<section id=notes><h2>Notes</h2><ul>"
+                     + "".join(f"<li>{html.escape(n)}</li>" for n in data["notes"]) + "</ul></section>")
     for ident, title, draw, what in CHARTS:
         svg, tables = draw(plt, data)
         parts.append(f"<section id={ident}><h2>{html.escape(title)}</h2><p class=what>{html.escape(what)}</p>"

@@ -32,7 +32,7 @@ def cli(store, config_path, settings, as_json, out, jobs):
     data = report.gather(store, config_path, settings, jobs=jobs)
     page = reportpage.render(data)
     _write(Path(out), page)
-    problems = len(data["notes"]) + len(data["lag"]["problems"]) + data["stats"]["problems"]
+    problems = len(data["problems"]) + len(data["lag"]["problems"]) + data["stats"]["problems"]
     summary = {"type": "report", "file": out, "bytes": len(page.encode("utf-8")), "charts": len(reportpage.CHARTS),
                "problems": problems, "seconds": data["seconds"]}
     if as_json:

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from mqtool.errors import MqError
+from mqtool.errors import MqError, RefusedError
 from mqtool.forensics import lag as lagmod
 from mqtool.forensics import storeinfo
 from mqtool.pipeline import engines as pipeline
@@ -30,7 +30,8 @@ def gather(store, config_path=None, settings=(), *, jobs: int = 1, now_ms: int |
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     found = pipeline.find_stores([store], config_path, settings)[0]
     layout = found.layout()
-    data: dict = {"store": str(layout.root), "generatedAt": now_ms, "notes": []}
+    # problems: what could not be read or planned; notes: what is not shown, and why
+    data: dict = {"store": str(layout.root), "generatedAt": now_ms, "problems": [], "notes": []}
 
     runner = pipeline.LocalEngine(jobs)
     storestats.warm_up()
@@ -40,10 +41,10 @@ def gather(store, config_path=None, settings=(), *, jobs: int = 1, now_ms: int |
     data["commitlog"] = _commitlog(layout, stats)
     # recover and clean plan with the configuration their own runs use (file sizes read off the files)
     config = store_config_for_write(store, config_path, settings)
-    data["recover"] = _recover(layout, config, data["notes"])
-    data["clean"] = _clean(discover(config, config_given=True, must_exist=True), data["notes"])
+    data["recover"] = _recover(layout, config, data)
+    data["clean"] = _clean(discover(config, config_given=True, must_exist=True), data["problems"])
     data["trash"], data["quarantine"] = _trash(layout), _quarantine(layout)
-    data["lag"] = _lag(layout, data["notes"])
+    data["lag"] = _lag(layout, data["problems"])
     data["timer"] = _timer(layout)
     data["seconds"] = round(time.perf_counter() - started, 3)
     return data
@@ -77,18 +78,22 @@ def _commitlog(layout, stats) -> dict:
             "end": max((f["start"] + f["size"] for f in files if f["start"] is not None), default=0)}
 
 
-def _recover(layout, config, notes) -> dict | None:
+def _recover(layout, config, data) -> dict | None:
     """What `recover` would do now: the store engine's plan, changing nothing (None while a process
     holds the lock: then it is the broker's to recover)."""
     from mqtool.engine.store import MessageStore
 
     if layout.is_locked() is not None:
-        notes.append("a process holds the store's lock: recover's plan is not shown")
+        data["notes"].append("a process holds the store's lock: recover's plan is not shown (a running broker "
+                             "recovers its store itself)")
         return None
     try:    # a dry run plans and leaves the store closed again, as `recover --dry-run` does
         plan = MessageStore(config, writer="recover", start_services=False).open(dry_run=True).recovery_plan
+    except RefusedError as exc:     # a feature recover does not keep: it would refuse, so there is no plan
+        data["notes"].append(f"recover's plan is not shown: {exc}")
+        return None
     except MqError as exc:
-        notes.append(f"recover's plan: {exc}")
+        data["problems"].append(f"recover's plan: {exc}")
         return None
     if plan is None:
         return None
@@ -98,7 +103,7 @@ def _recover(layout, config, notes) -> dict | None:
             "stop": plan.stop.to_json() if plan.stop is not None else None}
 
 
-def _clean(layout, notes) -> dict | None:
+def _clean(layout, problems) -> dict | None:
     """The next `clean --now` with the store's settings, as a dry run: what it deletes and whom it
     costs unread messages; the disk against the broker's levels."""
     from mqtool.engine import reclaim
@@ -109,7 +114,7 @@ def _clean(layout, notes) -> dict | None:
         with reclaim.readonly_view(layout, layout.config, clock=SystemClock(), disk_usage=DiskUsage()) as view:
             report = reclaim.Reclaimer(view).run(reclaim.Policy(dry_run=True, ignore_window=True))
     except MqError as exc:
-        notes.append(f"clean's plan: {exc}")
+        problems.append(f"clean's plan: {exc}")
         return None
     gone = [d for d in report.decisions if d.action != reclaim.KEEP]
     losses: dict = {}
@@ -155,12 +160,12 @@ def _quarantine(layout) -> list[dict]:
     return out
 
 
-def _lag(layout, notes) -> dict:
+def _lag(layout, problems) -> dict:
     try:
         report = lagmod.compute(layout)
     except MqError as exc:
-        notes.append(f"lag: {exc}")
-        return {"groups": [], "delays": [], "problems": [str(exc)]}
+        problems.append(f"lag: {exc}")
+        return {"groups": [], "delays": [], "problems": []}
     return {"groups": [g.to_json() for g in report.groups()], "delays": [d.to_json() for d in report.delays],
             "problems": report.problems}
 
