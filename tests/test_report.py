@@ -139,3 +139,22 @@ def test_the_timer_backlog_counts_the_pending_timer_messages(tmp_path, run_cli):
     # timer5/NOTES.md: 70 pending units and 2 pending roll units (the 2 delete units are no messages)
     assert sum(counts) == 72 and len(counts) > 5
     assert "72 pending" in section
+
+
+def test_the_disk_levels_come_from_the_brokers_conf(store_copy, run_cli, tmp_path):
+    store = store_copy("multifile")
+    write_offsets(store, {"OrderTopic@billing": {0: 10}})
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=100\n"
+                    "maxIndexNum=400\ndiskMaxUsedSpaceRatio=61\ndiskSpaceCleanForciblyRatio=72\n"
+                    "fileReservedTime=1\n")
+    out = tmp_path / "r.html"
+    assert run_cli("report", store, "--config", conf, "-o", out).code == 0
+    section = out.read_text(encoding="utf-8").split("<section id=disk>")[1].split("</section>")[0]
+    assert "<td>diskMaxUsedSpaceRatio</td><td class=num>61.0 %</td>" in section
+    assert "<td>diskSpaceCleanForciblyRatio</td><td class=num>72.0 %</td>" in section
+    assert "<td>diskSpaceWarningLevelRatio</td><td class=num>90.0 %</td>" in section     # RocketMQ's default
+    # fileReservedTime 1 h: the fixture's files are days old, so the next clean deletes the oldest
+    # commitlog files, at most deleteFileBatchMax (10) of them
+    assert len(re.findall(r"<td>commitlog</td><td>commitlog/\d+</td><td>delete</td>", section)) == 10
+    assert "<td>billing</td>" in section          # and costs billing unread messages of OrderTopic/0

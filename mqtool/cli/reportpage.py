@@ -346,7 +346,15 @@ def _disk(plt, data) -> tuple[str, str]:
         note = (f"<p>The next <code>mqtool clean --now</code> with the store's settings (deleteWhen "
                 f"{html.escape(str(clean['deleteWhen']))}), planned as a dry run."
                 + (f" It stops at {html.escape(kept['file'])}: {html.escape(kept['why'])}." if kept else "") + "</p>")
-    tables = (note + _table(["kind", "file", "action", "size", "why"], rows, numeric=(3,))
+    levels = []
+    if clean is not None:
+        disk = clean["disk"]
+        levels = [("disk used now", _pct(disk["ratio"])),
+                  ("disk used after the next clean", _pct((disk["usedBytes"] - clean["freedBytes"]) / disk["totalBytes"])
+                   if disk["totalBytes"] > 0 else "-")]
+        levels += [(name, _pct(value)) for name, value in clean["levels"].items()]
+    tables = (_table(["disk", "ratio"], levels, numeric=(1,)) + note
+              + _table(["kind", "file", "action", "size", "why"], rows, numeric=(3,))
               + "<h3>Unread messages the next clean would cost, per consumer group</h3>"
               + _table(["group", "unread messages removed"], losses, numeric=(1,)))
     return _svg(plt, fig, "disk"), tables
