@@ -72,6 +72,11 @@ def test_report_shows_damage_and_what_recover_would_cut(store_copy, run_cli, tmp
     text = out.read_text(encoding="utf-8")
     assert f"recover cuts from {cut:,}" in text
     assert "damaged place(s)" in text
+    # once recovered, the cut bytes are in the quarantine, and the page says where they came from
+    assert run_cli("recover", store).code in (0, 1)
+    run_cli("report", store, "-o", out)
+    section = out.read_text(encoding="utf-8").split("<h3>Quarantine")[1].split("</section>")[0]
+    assert re.search(rf"<td>{cut:,} \+\d", section), section[:2000]
 
 
 # ---------------------------------------------------------------------- in a real browser

@@ -126,8 +126,8 @@ def _empty(ax, text: str) -> None:
 def _commitlog_map(plt, data) -> tuple[str, str]:
     cl, stats, recover, clean = data["commitlog"], data["stats"], data["recover"], data["clean"]
     files = [f for f in cl["files"] if f["start"] is not None]
-    fig, ax = plt.subplots(figsize=(10, 2.9))
-    rows = ["commitlog files", "damage", "recover cuts", "next clean deletes", "in the trash"]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    rows = ["commitlog files", "damage", "recover cuts", "next clean deletes", "in the trash", "quarantined"]
     y = {name: len(rows) - 1 - i for i, name in enumerate(rows)}
     low = min([f["start"] for f in files] + [t["startOffset"] for t in data["trash"]
                                               if t["kind"] == "commitlog" and t["startOffset"] is not None]
@@ -153,6 +153,8 @@ def _commitlog_map(plt, data) -> tuple[str, str]:
     bars("next clean deletes", gone, ORANGE, edgecolor="white", linewidth=0.5)
     bars("in the trash", [(t["startOffset"], t["size"]) for t in data["trash"]
                           if t["kind"] == "commitlog" and t["startOffset"] is not None], GREY)
+    bars("quarantined", [(r["offset"], r["bytes"]) for q in data["quarantine"] for r in q["commitlogRanges"]],
+         PALETTE[3])
     ax.set_yticks(list(y.values()), list(y.keys()))
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlim(low, low + span * 1.01)
@@ -187,8 +189,10 @@ def _commitlog_map(plt, data) -> tuple[str, str]:
     trash = _table(["file", "kind", "size", "staged", "removed at", "why"],
                    [(t["path"], t["kind"], _size(t["size"]), _time(t["stagedAt"]), _time(t["dueAt"]), t["reason"])
                     for t in data["trash"]], numeric=(2,))
-    quarantine = _table(["quarantine run", "files", "bytes"],
-                        [(q["name"], _int(q["files"]), _size(q["bytes"])) for q in data["quarantine"]], numeric=(1, 2))
+    quarantine = _table(["quarantine run", "files", "bytes", "commitlog ranges kept"],
+                        [(q["name"], _int(q["files"]), _size(q["bytes"]),
+                          "; ".join(f"{r['offset']:,} +{r['bytes']:,} ({r['reason']})" for r in q["commitlogRanges"])
+                          or "-") for q in data["quarantine"]], numeric=(1, 2))
     tables = (table + "<h3>Damaged places</h3>" + damage + "<h3>Trash (staged by clean)</h3>" + trash
               + "<h3>Quarantine (kept by recover and the writers)</h3>" + quarantine)
     return _svg(plt, fig, "commitlog-map"), tables
@@ -362,7 +366,7 @@ def _disk(plt, data) -> tuple[str, str]:
 
 CHARTS = [("commitlog-map", "Commitlog map", _commitlog_map,
            "Commitlog files by offset, the damaged places stats found, what recover would cut, what the next "
-           "clean would delete, and the files in the trash."),
+           "clean would delete, the files in the trash, and the commitlog bytes kept in the quarantine."),
           ("per-hour", "Messages and bytes per hour", _per_hour, "Valid messages stored per hour, per topic."),
           ("sizes", "Message sizes", _sizes, "Records by size (storeSize), in powers of two."),
           ("lag", "Consumer lag", _lag, "Messages each consumer group has not consumed yet (mqtool lag)."),

@@ -144,6 +144,10 @@ def _trash(layout) -> list[dict]:
 
 
 def _quarantine(layout) -> list[dict]:
+    """Each run kept in STORE/quarantine/ (by recover, and writers recovering first): its files and
+    bytes, and the commitlog ranges its manifest lists (offsets, for the map)."""
+    import json
+
     root = layout.root / "quarantine"
     if not root.is_dir():
         return []
@@ -151,13 +155,36 @@ def _quarantine(layout) -> list[dict]:
     for name, _, is_dir, _ in sorted(fsutil.scandir(root)):
         if not is_dir:
             continue
-        files = size = 0
-        for base, _, names in os.walk(root / name):
-            for n in names:
-                files += 1
-                size += os.lstat(os.path.join(base, n)).st_size
-        out.append({"name": name, "files": files, "bytes": size})
+        files, size = _tree_size(root / name)
+        ranges = []
+        try:
+            manifest = json.loads(fsutil.read_whole(root / name / "manifest.json", 64 << 20))
+            for entry in manifest.get("entries") or []:
+                source = Path(str(entry.get("source", "")))
+                if source.parent.name != "commitlog" or not source.name.isdigit():
+                    continue
+                if entry.get("kind") == "range":
+                    start, end = int(entry["start"]), int(entry["end"])
+                else:
+                    start, end = 0, os.lstat(root / name / str(entry.get("saved", ""))).st_size
+                ranges.append({"offset": int(source.name) + start, "bytes": end - start,
+                               "reason": str(entry.get("reason", ""))})
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass     # a run without a readable manifest: its files and bytes are still shown
+        out.append({"name": name, "files": files, "bytes": size, "commitlogRanges": ranges})
     return out
+
+
+def _tree_size(directory: Path) -> tuple[int, int]:
+    """Files and bytes under directory, listed without touching an access time."""
+    files = size = 0
+    for name, is_file, is_dir, st in fsutil.scandir(directory):
+        if is_dir:
+            more, more_bytes = _tree_size(directory / name)
+            files, size = files + more, size + more_bytes
+        elif is_file:
+            files, size = files + 1, size + st.st_size
+    return files, size
 
 
 def _lag(layout, problems) -> dict:
