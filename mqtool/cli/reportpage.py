@@ -34,7 +34,7 @@ def _plt():
     matplotlib.use("svg", force=True)
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"svg.fonttype": "path", "font.size": 9, "axes.spines.top": False,
+    plt.rcParams.update({"svg.fonttype": "path", "text.parse_math": False, "font.size": 9, "axes.spines.top": False,
                          "axes.spines.right": False, "axes.grid": True, "grid.color": "#e5e5e5",
                          "grid.linewidth": 0.6, "axes.axisbelow": True, "axes.edgecolor": "#888888",
                          "axes.titleweight": "bold", "axes.titlesize": 10, "legend.frameon": False,
