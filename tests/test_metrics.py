@@ -175,12 +175,15 @@ def test_the_systemd_service_runs_as_written(store_copy, tmp_path):
         elif key in ("ExecStart", "ExecStartPost"):
             words = shlex.split(value.lstrip("-"))
             words[0] = str(Path(sys.executable).parent / "mqtool")
-            commands.append([w.replace("${STORE}", env["STORE"]).replace("${BROKER_CONF}", env["BROKER_CONF"])
-                             .replace("${TEXTFILE_DIR}", env["TEXTFILE_DIR"]) for w in words])
+            # a leading "-": systemd ignores the exit status (lag's 1 for an offset out of range,
+            # which it is once a clean in the deleteWhen hour removed unread messages)
+            commands.append((value.startswith("-"), [
+                w.replace("${STORE}", env["STORE"]).replace("${BROKER_CONF}", env["BROKER_CONF"])
+                .replace("${TEXTFILE_DIR}", env["TEXTFILE_DIR"]) for w in words]))
     assert len(commands) == 2
-    for words in commands:
+    for tolerated, words in commands:
         run = subprocess.run(words, capture_output=True, text=True)
-        assert run.returncode == 0, run.stderr
+        assert run.returncode == 0 or (tolerated and run.returncode == 1), run.stderr
     assert sorted(p.name for p in textfile.iterdir()) == ["mqtool-clean.prom", "mqtool-lag.prom"]
     assert samples(textfile / "mqtool-lag.prom")[("mqtool_consumer_lag_messages", (("group", "billing"),))] > 0
     assert ("mqtool_clean_bytes_freed", ()) in samples(textfile / "mqtool-clean.prom")
