@@ -15,7 +15,8 @@ report=${2:-verify-report.jsonl}
 mqtool=${MQTOOL:-mqtool}
 command -v "$mqtool" >/dev/null 2>&1 || mqtool="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/mqtool"
 
-"$mqtool" verify-crc "$store" --scope all --jobs "${JOBS:-2}" --json > "$report"
+# PROMETHEUS=FILE also writes the metrics (node_exporter textfile format) for the CI to keep
+"$mqtool" verify-crc "$store" --scope all --jobs "${JOBS:-2}" --json ${PROMETHEUS:+--prometheus "$PROMETHEUS"} > "$report"
 status=$?
 summary=$(tail -n 1 "$report")
 case $status in

@@ -65,7 +65,7 @@ def stats_from_records(broker: str, records) -> dict:
     groups: dict = {}
     for r in records:
         g = groups.setdefault((broker, r["topic"], r["queueId"]),
-                              {"messages": 0, "bytes": 0, "times": [], "sizes": {}, "keys": set(), "hours": {}})
+                              {"messages": 0, "bytes": 0, "times": [], "sizes": {}, "keys": set(), "hours": {}, "hourBytes": {}})
         g["messages"] += 1
         g["bytes"] += r["storeSize"]
         g["times"].append(r["storeTimestamp"])
@@ -74,9 +74,11 @@ def stats_from_records(broker: str, records) -> dict:
         g["keys"].update(k for k in (r["keys"] or "").split(" ") if k)
         hour = r["storeTimestamp"] // HOUR
         g["hours"][hour] = g["hours"].get(hour, 0) + 1
+        g["hourBytes"][hour] = g["hourBytes"].get(hour, 0) + r["storeSize"]
     return {key: {"messages": g["messages"], "bytes": g["bytes"], "firstStoreTimestamp": min(g["times"]),
                   "lastStoreTimestamp": max(g["times"]), "sizeHistogram": g["sizes"],
-                  "distinctKeys": len(g["keys"]), "hours": g["hours"]}
+                  "distinctKeys": len(g["keys"]), "hours": g["hours"],
+                  "hourBytes": g["hourBytes"]}
             for key, g in groups.items()}
 
 
@@ -97,6 +99,8 @@ def assert_stats_lines(lines: list[dict], expected: dict) -> None:
             assert got[field] == want[field], (key, field)
         assert sorted(got["messagesPerHour"].values()) == sorted(want["hours"].values()), key
         assert len(got["messagesPerHour"]) == len(want["hours"]), key
+        assert sorted(got["bytesPerHour"].values()) == sorted(want["hourBytes"].values()), key
+        assert list(got["bytesPerHour"]) == list(got["messagesPerHour"]), key
     total = lines[-1]
     assert total["type"] == "total"
     assert total["messages"] == sum(w["messages"] for w in expected.values())

@@ -94,7 +94,7 @@ def test_groups_sums_hours_and_the_good_mask():
                       "properties": f"KEYS\x01k{rng.randrange(500)} s{i % 7}" if i % 5 else "TAGS\x01t"})
     chunk = scanned(cases)
     good = np.array([rng.random() < 0.9 for _ in cases])
-    (th, q, row, messages, total, first, last, hist, hour_g, hour_h, hour_n, key_off,
+    (th, q, row, messages, total, first, last, hist, hour_g, hour_h, hour_n, hour_b, key_off,
      key_hash) = chunkstats.stats_of(chunk, good, HOUR)
     sizes = chunk.columns["size"].tolist()
     want: dict = {}
@@ -102,7 +102,7 @@ def test_groups_sums_hours_and_the_good_mask():
         if not good[i]:
             continue
         g = want.setdefault((case["topic"], case["queueId"]),
-                            {"first_row": i, "messages": 0, "bytes": 0, "times": [], "hist": {}, "hours": {},
+                            {"first_row": i, "messages": 0, "bytes": 0, "times": [], "hist": {}, "hours": {}, "hourBytes": {},
                              "keys": []})
         g["messages"] += 1
         g["bytes"] += sizes[i]
@@ -111,18 +111,21 @@ def test_groups_sums_hours_and_the_good_mask():
         g["hist"][e] = g["hist"].get(e, 0) + 1
         hour = case["storeTimestamp"] // HOUR
         g["hours"][hour] = g["hours"].get(hour, 0) + 1
+        g["hourBytes"][hour] = g["hourBytes"].get(hour, 0) + sizes[i]
         g["keys"].extend(chunkstats.hash_text(p) for p in key_pieces(case["properties"]))
     assert len(q) == len(want) > 300
     got_hours: dict = {}
-    for k, hour, n in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist()):
+    got_bytes: dict = {}
+    for k, hour, n, b in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist(), hour_b.tolist()):
         assert (k, hour) not in got_hours
-        got_hours[(k, hour)] = n
+        got_hours[(k, hour)], got_bytes[(k, hour)] = n, b
     for k in range(len(q)):
         w = want[(chunk.topic(int(row[k])), int(q[k]))]
         assert (int(row[k]), messages[k], total[k], first[k], last[k]) == (
             w["first_row"], w["messages"], w["bytes"], min(w["times"]), max(w["times"]))
         assert {e: int(n) for e, n in enumerate(hist[k]) if n} == w["hist"]
         assert {h: n for (g, h), n in got_hours.items() if g == k} == w["hours"]
+        assert {h: b for (g, h), b in got_bytes.items() if g == k} == w["hourBytes"]
         assert key_hash[key_off[k]:key_off[k + 1]].tolist() == w["keys"]
     assert th.tolist() == [int(chunk.columns["topic_hash"][i]) for i in row]
 
@@ -130,7 +133,7 @@ def test_groups_sums_hours_and_the_good_mask():
 def test_nothing_good():
     chunk = scanned([{"properties": "KEYS\x01a"}] * 3)
     out = chunkstats.stats_of(chunk, np.zeros(3, dtype=np.bool_), HOUR)
-    assert [len(a) for a in out] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]
+    assert [len(a) for a in out] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]
 
 
 def test_hash_is_the_same_at_every_position_and_alignment():

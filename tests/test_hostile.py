@@ -112,6 +112,8 @@ READERS = [
     ("recover", "--dry-run", "{store}"),
     ("clean", "--dry-run", "--force", "{store}"),
     ("rebuild-cq", "--dry-run", "{store}"),
+    ("lag", "--json", "{store}"),
+    ("report", "{store}", "-o", "{out}"),
 ]
 WRITERS = [("recover", "{store}"), ("rebuild-cq", "{store}"), ("clean", "--force", "{store}"),
            ("append", "{store}", "--topic", "BasicTopic", "--body", "x")]

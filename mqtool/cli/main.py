@@ -24,17 +24,19 @@ from mqtool.commands import (
     export,
     get,
     info,
+    lag,
     lookup_by_id,
     lookup_by_key,
     rebuild_cq,
     recover,
+    report,
     salvage,
     stats,
     verify_crc,
 )
 
 COMMANDS = [info.cli, dump.cli, append.cli, verify_crc.cli, recover.cli, rebuild_cq.cli, salvage.cli, lookup_by_key.cli, lookup_by_id.cli, get.cli, clean.cli,
-            export.cli, stats.cli]
+            export.cli, stats.cli, lag.cli, report.cli]
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141

@@ -51,3 +51,9 @@ def json_option(func):
 def progress_option(func):
     return click.option("--progress/--no-progress", default=True, show_default=True,
                         help="A progress bar on stderr (only ever shown on a terminal).")(func)
+
+
+def prometheus_option(func):
+    return click.option("--prometheus", "prometheus", metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
+                        help="Also write the results as metrics in node_exporter's textfile collector format "
+                             "(written to a temporary file and renamed, so a scrape never reads half a file).")(func)

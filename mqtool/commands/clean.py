@@ -16,7 +16,7 @@ import sys
 import click
 import humanize
 
-from mqtool.cli import options, output
+from mqtool.cli import metrics, options, output
 from mqtool.engine import reclaim
 from mqtool.engine.clock import SystemClock
 from mqtool.engine.diskusage import DiskUsage
@@ -65,6 +65,7 @@ def retention_ms(ms, minutes, hours) -> int | None:
 @options.store_argument
 @options.config_option
 @options.json_option
+@options.prometheus_option
 @click.option("--now", "ignore_window", is_flag=True,
               help="Act outside the deleteWhen hours too (by default expired files go only in those hours, "
                    "or when the disk is above diskMaxUsedSpaceRatio).")
@@ -87,7 +88,7 @@ def retention_ms(ms, minutes, hours) -> int | None:
               help="At most N commitlog files a run (default deleteFileBatchMax, 10), also with --force.")
 @click.option("--undo", is_flag=True, help="Put the files staged in STORE/trash/ back, newest first.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the decisions even when there is nothing to do.")
-def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, retention_ms_, retention_minutes,
+def cli(store, config_path, settings, as_json, prometheus, ignore_window, force, dry_run, retention_ms_, retention_minutes,
         retention_hours, retention_bytes, delete_delay, max_files, undo, verbose):
     """Delete expired commitlog files and what points at them, by RocketMQ's rules.
 
@@ -143,6 +144,8 @@ def cli(store, config_path, settings, as_json, ignore_window, force, dry_run, re
                 _note(f"note: recovered the store first ({plan.mode} recovery{why}){cut}")
             report = engine.undo_reclaim() if undo else engine.reclaim(policy)
     render(report, as_json=as_json, verbose=verbose or dry_run)
+    if prometheus:
+        metrics.write(prometheus, metrics.clean_metrics(layout.root, report))
     if report.incomplete:
         raise ProblemsFound(f"{report.count(actions={reclaim.NOT_RESTORED})} staged file(s) could not be put back")
     if report.failed:

@@ -12,7 +12,7 @@ import click
 import humanize
 from rich.markup import escape
 
-from mqtool.cli import options, output
+from mqtool.cli import metrics, options, output
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo
 from mqtool.storage.settings import open_layout
@@ -35,7 +35,8 @@ def _ago(millis) -> str:
 @options.store_argument
 @options.config_option
 @options.json_option
-def cli(store, config_path, settings, as_json):
+@options.prometheus_option
+def cli(store, config_path, settings, as_json, prometheus):
     """Files and sizes per kind, offsets, queues, checkpoint times, shutdown state and lock."""
     layout = open_layout(store, config_path, settings)
     info = storeinfo.gather(layout)
@@ -43,6 +44,8 @@ def cli(store, config_path, settings, as_json):
         output.emit_json(info)
     else:
         _show(info)
+    if prometheus:
+        metrics.write(prometheus, metrics.info_metrics(layout.root, info))
     problems = info["problems"]
     if problems:
         more = len(problems) - 1

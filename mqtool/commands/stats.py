@@ -13,7 +13,7 @@ import time
 import click
 import humanize
 
-from mqtool.cli import options, output
+from mqtool.cli import metrics, options, output
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo
@@ -26,10 +26,11 @@ from mqtool.pipeline import storestats
 @engineopts.stores_argument
 @options.config_option
 @options.json_option
+@options.prometheus_option
 @engineopts.filter_options
 @engineopts.engine_options
 @click.option("--no-crc", is_flag=True, help="Do not recompute body CRCs.")
-def cli(stores, config_path, settings, as_json, topics, since, until, engine, jobs, master, spark_conf,
+def cli(stores, config_path, settings, as_json, prometheus, topics, since, until, engine, jobs, master, spark_conf,
         no_crc):
     """Messages, bytes, store times, sizes, distinct keys and messages per hour, per topic and queue.
 
@@ -57,6 +58,8 @@ def cli(stores, config_path, settings, as_json, topics, since, until, engine, jo
             output.emit_json(line)
     else:
         _tables(lines, several=len(found) > 1)
+    if prometheus:
+        metrics.write(prometheus, metrics.stats_metrics(stores, lines))
     total = lines[-1]
     if total["problems"]:
         damaged = [l for l in lines if l["type"] == "store" and l["problems"]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import metrics, options, output
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.forensics import storeinfo
@@ -19,6 +19,7 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
 @options.store_argument
 @options.config_option
 @options.json_option
+@options.prometheus_option
 @click.option("--scope", "scope", type=click.Choice(SCOPE_CHOICES), multiple=True, default=("all",),
               show_default=True, help="What to check (repeatable): the commitlog's records and CRCs, consume "
                                       "queue units against the records, index entries against the records, the "
@@ -29,7 +30,7 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
 @click.option("--no-crc", is_flag=True, help="Skip body CRCs (structure and cross-checks only).")
 @engineopts.spark_options
 @options.progress_option
-def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, master, spark_conf, progress):
+def cli(store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, engine, master, spark_conf, progress):
     """Check a store without changing it: records, body CRCs, consume queues, index, timer store.
 
     Each problem is reported with its kind, file, byte offset, and what was expected and
@@ -102,6 +103,8 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
                     f"index entries" + (f", {summary.timer_units:,} timer units" if "timer" in scopes else "")
                     + f" in {summary.seconds:.2f} s{speed}; {problems} problem(s)"
                     + (f", {summary.skipped:,} damaged bytes skipped" if summary.skipped else ""))
+    if prometheus:
+        metrics.write(prometheus, metrics.verify_metrics(layout.root, {**summary.to_json(), "problems": problems}))
     if problems:
         f = first[0]
         where = f"{f.file} at byte {f.file_offset}" if f.file_offset is not None else f"{f.file}"

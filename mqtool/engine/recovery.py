@@ -272,7 +272,10 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
     # how far written bytes reach in the cut's file (what a cut zeroes)
     mf = queue.find_by_offset(cut) or (files[-1] if cut >= files[-1].file_end_offset else None)
     if mf is not None and cut < mf.file_end_offset:
-        data_end = mf.file_from_offset + mappedfile.written_end(mf.buf, cut - mf.file_from_offset, mf.file_size)
+        # past data_end (a read-only map's: where the file's last data extent ends) is a hole, zeros:
+        # not read, so a preallocated file's untouched gigabyte is not paged in to find nothing
+        data_end = mf.file_from_offset + mappedfile.written_end(mf.buf, cut - mf.file_from_offset,
+                                                                min(mf.file_size, mf.data_end))
     else:
         data_end = cut
     return cut, max(data_end, cut), stop, records

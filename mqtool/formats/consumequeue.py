@@ -26,6 +26,13 @@ UNIT_STRUCT = struct.Struct(">qiq")
 """Fast decoder for UNIT, checked against it in the round-trip tests."""
 
 
+def unit_dtype():
+    """UNIT as a numpy dtype, for reading a file's units at once (numpy loaded only when asked)."""
+    import numpy as np
+
+    return np.dtype([("commitLogOffset", ">i8"), ("size", ">i4"), ("tagsCode", ">i8")])
+
+
 def is_valid_unit(offset: int, size: int) -> bool:
     """ConsumeQueue.recover: a unit counts when offset >= 0 and size > 0."""
     return offset >= 0 and size > 0

@@ -190,6 +190,7 @@ def chunk_stats(buf, good, topic_hash, queue_id, size, store_ts, props_pos, prop
     hour_g = np.empty(n, I64)
     hour_h = np.empty(n, I64)
     hour_n = np.zeros(n, I64)
+    hour_b = np.zeros(n, I64)
     hours = 0
     zero = I64(0)
     hour_slot = {(zero, zero): zero}     # typed by its first entry, then emptied
@@ -214,6 +215,7 @@ def chunk_stats(buf, good, topic_hash, queue_id, size, store_ts, props_pos, prop
                 hours += 1
             last_hour[k], last_slot[k] = hour, at
         hour_n[last_slot[k]] += 1
+        hour_b[last_slot[k]] += size[i]
     key_group = np.empty(pieces, I64)
     key_hash = np.empty(pieces, U)
     keys = 0
@@ -246,7 +248,7 @@ def chunk_stats(buf, good, topic_hash, queue_id, size, store_ts, props_pos, prop
         by_group[placed[k]] = key_hash[j]
         placed[k] += 1
     return (g_th[:g], g_q[:g], g_row[:g], messages, total, first, last, hist,
-            hour_g[:hours], hour_h[:hours], hour_n[:hours], key_off, by_group)
+            hour_g[:hours], hour_h[:hours], hour_n[:hours], hour_b[:hours], key_off, by_group)
 
 
 def stats_of(chunk, good, hour_ms: int):

@@ -22,6 +22,7 @@ from mqtool.pipeline import engines as pipeline
 from mqtool.storage import commitlog
 
 HOUR_MS = 3_600_000
+DAMAGE_KEPT = 1000   # where damage is: the first this many places per store (the counts stay exact)
 MIN_BUCKET = 64
 
 
@@ -50,6 +51,7 @@ class QueueAgg:
     last: int | None = None
     sizes: dict = field(default_factory=dict)
     hours: dict = field(default_factory=dict)
+    hour_bytes: dict = field(default_factory=dict)
     keys: list = field(default_factory=list)   # arrays of key hashes
     keys_distinct: bool = False                # keys is one sorted array of distinct hashes
 
@@ -58,7 +60,7 @@ class QueueAgg:
         self.bytes += other.bytes
         self.first = other.first if self.first is None else min(self.first, other.first)
         self.last = other.last if self.last is None else max(self.last, other.last)
-        for mine, theirs in ((self.sizes, other.sizes), (self.hours, other.hours)):
+        for mine, theirs in ((self.sizes, other.sizes), (self.hours, other.hours), (self.hour_bytes, other.hour_bytes)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
         if other.keys:
@@ -87,10 +89,12 @@ class StoreAgg:
     blanks: int = 0
     bytes: int = 0
     kinds: dict = field(default_factory=dict)
+    damage: list = field(default_factory=list)   # (commitlog offset, bytes, kind), the first DAMAGE_KEPT
 
     def add(self, other: "StoreAgg") -> None:
         for name in ("files", "records", "damaged_records", "problems", "blanks", "bytes"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.damage = sorted(self.damage + other.damage)[:DAMAGE_KEPT]
         for k, v in other.kinds.items():
             self.kinds[k] = self.kinds.get(k, 0) + v
 
@@ -121,6 +125,8 @@ def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
         elif isinstance(entry, commitlog.Problem):
             store.problems += 1
             store.kinds[entry.kind] = store.kinds.get(entry.kind, 0) + 1
+            if len(store.damage) < DAMAGE_KEPT:
+                store.damage.append((entry.offset, max(entry.skipped, 1), entry.kind))
     for agg in queues.values():
         agg.settle_keys()
     return Partial(queues, {part.broker: store})
@@ -134,8 +140,10 @@ def warm_up() -> None:
     chunkstats.warm_up()
 
 
-def _count_problems(store: StoreAgg, found) -> None:
+def _count_problems(store: StoreAgg, found, offset: int, size: int) -> None:
     store.damaged_records += 1
+    if len(store.damage) < DAMAGE_KEPT:
+        store.damage.append((offset, size, found[0][0]))
     store.problems += len(found)
     for kind, _ in found:
         store.kinds[kind] = store.kinds.get(kind, 0) + 1
@@ -149,13 +157,14 @@ def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, 
     store.bytes += entry.total_size
     found = commitlog.record_problems(entry, check_crc)
     if found:
-        _count_problems(store, found)
+        _count_problems(store, found, entry.offset, entry.total_size)
         return
     if not filters.record_ok(entry):
         return
     agg = queues.setdefault((part.broker, entry.topic, entry.queue_id), QueueAgg())
     ts = entry.store_timestamp
-    agg.add(QueueAgg(1, entry.total_size, ts, ts, {size_bucket(entry.total_size): 1}, {ts // HOUR_MS: 1}))
+    agg.add(QueueAgg(1, entry.total_size, ts, ts, {size_bucket(entry.total_size): 1}, {ts // HOUR_MS: 1},
+                     {ts // HOUR_MS: entry.total_size}))
     keys = entry.properties.get(props.KEYS) if entry.properties_bytes else None
     if keys:
         agg.keys.append(np.array([hash_text(k) for k in props.split_keys(keys)], dtype=np.uint64))
@@ -172,18 +181,19 @@ def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: di
     good = np.ones(chunk.count, dtype=np.bool_)
     for i, found in rowblocks.chunk_problems(chunk, part.file_from, check_crc).items():
         good[i] = False
-        _count_problems(store, found)
+        _count_problems(store, found, int(chunk.columns["offset"][i]), int(chunk.columns["size"][i]))
     keep = rowblocks.keep_mask(chunk, filters)
     if keep is not None:
         good &= keep
-    (_, group_q, group_row, messages, sizes, first, last, hist, hour_g, hour_h, hour_n, key_off,
+    (_, group_q, group_row, messages, sizes, first, last, hist, hour_g, hour_h, hour_n, hour_b, key_off,
      key_hash) = chunkstats.stats_of(chunk, good, HOUR_MS)
     aggs = [QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k]),
                      keys=[key_hash[key_off[k]:key_off[k + 1]]]) for k in range(len(group_q))]
     for k, e in zip(*np.nonzero(hist)):
         aggs[k].sizes[size_bucket(1 << int(e))] = int(hist[k, e])
-    for k, hour, n in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist()):
+    for k, hour, n, b in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist(), hour_b.tolist()):
         aggs[k].hours[hour] = n
+        aggs[k].hour_bytes[hour] = b
     for k, agg in enumerate(aggs):
         queues.setdefault((part.broker, chunk.topic(int(group_row[k])), int(group_q[k])), QueueAgg()).add(agg)
 
@@ -218,7 +228,8 @@ def _line(kind: str, agg: QueueAgg, total_messages: int, total_bytes: int, **ide
             "firstStoreTime": storeinfo.iso(agg.first), "lastStoreTime": storeinfo.iso(agg.last),
             "sizeHistogram": {str(k): v for k, v in sorted(agg.sizes.items())},
             "distinctKeys": agg.distinct_keys(),
-            "messagesPerHour": {_hour_iso(h): n for h, n in hours}}
+            "messagesPerHour": {_hour_iso(h): n for h, n in hours},
+            "bytesPerHour": {_hour_iso(h): agg.hour_bytes.get(h, 0) for h, _ in hours}}
 
 
 def timer_lines(stores, topics=None) -> list[dict]:

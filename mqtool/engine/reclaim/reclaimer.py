@@ -29,7 +29,7 @@ from mqtool.engine.reclaim.report import DELETE, KEEP, REMOVE_STAGED, STAGE, Dec
 from mqtool.engine.reclaim.undo import undo as undo_staged
 from mqtool.engine.reclaim.view import StoreView
 from mqtool.engine.trash import Trash
-from mqtool.errors import MqError, UsageError
+from mqtool.errors import UsageError
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.storage import batchqueue, timerstore
@@ -40,7 +40,6 @@ from mqtool.storage.consumequeue import last_unit, queue_min_offset
 # commitlog files pending timer units point into stay in the trash at least this long: a pending
 # timer message is due within timerMaxDelaySec (3 days by default), and `clean --undo` can put them back
 TIMER_HOLD_MS = 3 * 24 * 3600 * 1000
-OFFSETS, LMQ_OFFSETS = "consumerOffset.json", "lmqConsumerOffset.json"   # in config/
 
 
 class Reclaimer:
@@ -400,56 +399,35 @@ class Reclaimer:
         return True
 
     # ---------------------------------------------------------------- consumers
-    def _offset_files(self) -> list[str]:
-        """The files that hold the consumers' offsets: a broker with enableLmq keeps them all in
-        lmqConsumerOffset.json (LmqConsumerOffsetManager), one without in consumerOffset.json;
-        with the setting not given, whichever of the two are there (both read: a group's offset
-        in both counts at the lower one, never hiding a loss)."""
-        enable_lmq = self.view.layout.config.enableLmq
-        if enable_lmq is not None:
-            return [LMQ_OFFSETS if enable_lmq else OFFSETS]
-        there = [name for name in (OFFSETS, LMQ_OFFSETS) if (self.view.layout.config_dir / name).exists()]
-        return there or [OFFSETS]
-
     def _losses(self, report: Report) -> None:
         """Which consumer groups lose messages they have not read (config/consumerOffset.json, or
-        lmqConsumerOffset.json; the delay service's progress in delayOffset.json counts as one more
-        reader)."""
-        config_dir = self.view.layout.config_dir
-        names = self._offset_files()
+        lmqConsumerOffset.json, read by storage/offsets.py; the delay service's progress in
+        delayOffset.json counts as one more reader)."""
+        from mqtool.storage import offsets as consumer_progress
+
+        layout = self.view.layout
+        names = consumer_progress.offset_files(layout)
         report.offsets_file = " and ".join(f"config/{name}" for name in names)
         if not report.queues:
-            report.offsets_known = any((config_dir / name).exists() for name in names)
+            report.offsets_known = any((layout.config_dir / name).exists() for name in names)
             return
-        from mqtool.formats import configjson
-        from mqtool.storage import metafiles
-
-        readers, delayed = {}, {}
-        for name in names:
-            try:
-                doc, _, note = metafiles.load_config_json(config_dir / name)
-                if note:
-                    report.warnings.append(f"config/{note}")
-                for reader, offsets in (configjson.consumer_offsets(doc) if doc is not None else {}).items():
-                    mine = readers.setdefault(reader, {})
-                    for queue_id, offset in offsets.items():
-                        mine[queue_id] = min(offset, mine.get(queue_id, offset))
-            except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
-                report.warnings.append(f"cannot read config/{name} ({exc}): cannot tell consumed from unread")
-                doc = None
-                report.offsets_unreadable = True
-            report.offsets_known = report.offsets_known or doc is not None
-        try:
-            delay, _, note = metafiles.load_config_json(config_dir / "delayOffset.json")
-            delay = delay or {}
-            if note:
-                report.warnings.append(f"config/{note}")
-            delayed = {int(level) - 1: int(offset) for level, offset in (delay.get("offsetTable") or {}).items()}
-        except (MqError, ValueError, TypeError, AttributeError, OverflowError) as exc:
-            report.warnings.append(f"cannot read config/delayOffset.json ({exc}): delayed messages' progress "
-                                   "unknown")
-        if delayed:
-            readers[(SCHEDULE_TOPIC, "(delayed delivery)")] = delayed
+        found = consumer_progress.consumer_offsets(layout)
+        for f in found.files:
+            if f.note:
+                report.warnings.append(f"config/{f.note}")
+            if f.error:
+                report.warnings.append(f"cannot read config/{f.name} ({f.error}): cannot tell consumed from unread")
+        report.offsets_known, report.offsets_unreadable = found.known, found.unreadable
+        readers = dict(found.table)
+        levels, delay_file = consumer_progress.delay_offsets(layout)
+        if delay_file.note:
+            report.warnings.append(f"config/{delay_file.note}")
+        if delay_file.error:
+            report.warnings.append(f"cannot read config/delayOffset.json ({delay_file.error}): delayed messages' "
+                                   "progress unknown")
+        if levels:
+            readers[(SCHEDULE_TOPIC, "(delayed delivery)")] = {consumer_progress.level_queue(level): offset
+                                                               for level, offset in levels.items()}
         for change in report.queues:
             for (topic, group), offsets in sorted(readers.items()):
                 if topic != change.topic or change.queue_id not in offsets:

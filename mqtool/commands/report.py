@@ -1,0 +1,53 @@
+"""`mqtool report STORE -o report.html`: one self-contained HTML page with charts and their tables
+(gathered by mqtool/pipeline/report.py, drawn by mqtool/cli/reportpage.py with matplotlib).
+
+Exit 0 when the page is written; 1 when it was written and shows problems (damage, offsets out of
+range, unreadable offsets files); 2 when matplotlib (the `report` extra) is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from mqtool.cli import options, output, reportpage
+from mqtool.errors import ProblemsFound, UsageError
+from mqtool.pipeline import report
+
+
+@click.command("report")
+@options.store_argument
+@options.config_option
+@options.json_option
+@click.option("--output", "-o", "out", required=True, metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
+              help="The HTML file to write (replaced whole, through a temporary file).")
+@click.option("--jobs", "-j", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Read the commitlog's files in this many processes.")
+def cli(store, config_path, settings, as_json, out, jobs):
+    """A forensic report with pictures: commitlog map, messages and bytes per hour, sizes, consumer lag,
+    timer backlog, and the disk against the broker's levels with what the next clean would cost."""
+    reportpage.check()
+    data = report.gather(store, config_path, settings, jobs=jobs)
+    page = reportpage.render(data)
+    _write(Path(out), page)
+    problems = len(data["problems"]) + len(data["lag"]["problems"]) + data["stats"]["problems"]
+    summary = {"type": "report", "file": out, "bytes": len(page.encode("utf-8")), "charts": len(reportpage.CHARTS),
+               "problems": problems, "seconds": data["seconds"]}
+    if as_json:
+        output.emit_json(summary)
+    else:
+        output.note(f"wrote {out} ({summary['bytes']:,} bytes, {summary['charts']} charts); {problems} problem(s)")
+    if problems:
+        raise ProblemsFound(f"the report shows {problems} problem(s); see its Problems section")
+
+
+def _write(path: Path, page: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"--output {path}: cannot write it: {exc.strerror or exc}") from None

@@ -1,0 +1,165 @@
+"""`mqtool report`: the page's numbers against the broker's view of the fixtures, and the page itself
+loaded in a real headless browser (Debian's chromium, driven by selenium through chromium-driver):
+no console error, no network request, every chart there and drawn."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import expected_read
+from test_lag import write_offsets
+
+pytest.importorskip("matplotlib", reason="matplotlib (the report extra) is not installed")
+
+from mqtool.cli import reportpage  # noqa: E402
+
+CHARTS = [ident for ident, *_ in reportpage.CHARTS]
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory, extracted):
+    """A report of multifile with consumer offsets, one group behind and one out of range."""
+    root = tmp_path_factory.mktemp("report")
+    store = root / "store"
+    shutil.copytree(extracted("multifile"), store, symlinks=True)
+    write_offsets(store, {"OrderTopic@billing": {0: 10, 1: 369, 2: 0, 3: 0}, "AuditTopic@audit": {0: 600}})
+    return store, root / "report.html"
+
+
+def test_report_writes_one_page_with_every_chart_and_its_numbers(page, run_cli):
+    store, out = page
+    result = run_cli("report", store, "-o", out, "--json")
+    assert result.code == 1          # the page shows audit's offset out of range
+    summary = result.json_lines()[0]
+    assert summary["type"] == "report" and summary["charts"] == len(CHARTS) and summary["problems"] == 1
+    text = out.read_text(encoding="utf-8")
+    assert not list(out.parent.glob(".*.tmp"))          # written through a temporary file, renamed
+    for ident in CHARTS:
+        assert re.search(rf"<figure class=chart data-chart={ident}><svg", text), ident
+    # self-contained: nothing to fetch
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", text)
+    assert "<script" not in text and "@import" not in text and "@font-face" not in text
+    assert set(re.findall(r"url\((.)", text)) <= {"#"}      # only the SVGs' own clip paths
+    messages = [l for l in expected_read("multifile") if l["type"] == "message"]
+    per_topic = Counter(m["topic"] for m in messages)
+    for topic, count in per_topic.items():      # the per-hour table: one hour, each topic's count
+        assert re.search(rf"<td>{topic}</td><td class=num>{count:,}</td>", text), topic
+    assert "offset 600 is 12 above the queue&#x27;s max offset 588" in text
+
+
+def test_report_is_read_only(store_copy, run_cli, tmp_path):
+    store = store_copy("multifile")
+    write_offsets(store, {"OrderTopic@billing": {0: 10}})
+    files = [p for p in store.rglob("*") if p.is_file()]     # (listing a folder here sets its atime)
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_atime_ns, p.stat().st_size) for p in files}
+    assert run_cli("report", store, "-o", tmp_path / "r.html").code == 0
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_atime_ns, p.stat().st_size) for p in files} == before
+    assert sorted(p for p in store.rglob("*") if p.is_file()) == sorted(files)
+
+
+def test_report_shows_damage_and_what_recover_would_cut(store_copy, run_cli, tmp_path):
+    store = store_copy("garbage-tail")
+    out = tmp_path / "r.html"
+    result = run_cli("report", store, "-o", out, "--json")
+    assert result.code == 1
+    plan = run_cli("recover", store, "--dry-run", "--json").json_lines()
+    cut = next(l for l in plan if "cut" in l)["cut"]
+    text = out.read_text(encoding="utf-8")
+    assert f"recover cuts from {cut:,}" in text
+    assert "damaged place(s)" in text
+    # once recovered, the cut bytes are in the quarantine, and the page says where they came from
+    assert run_cli("recover", store).code in (0, 1)
+    run_cli("report", store, "-o", out)
+    section = out.read_text(encoding="utf-8").split("<h3>Quarantine")[1].split("</section>")[0]
+    assert re.search(rf"<td>{cut:,} \+\d", section), section[:2000]
+
+
+# ---------------------------------------------------------------------- in a real browser
+
+def _browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("no browser: Debian's chromium and chromium-driver are not installed (./bootstrap installs them)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium (the test extra) is not installed")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,2000",
+                "--disable-background-networking", "--no-first-run"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(executable_path=driver))
+
+
+def test_the_page_loads_in_chromium_with_no_error_no_request_and_every_chart(page, run_cli):
+    store, out = page
+    if not out.exists():
+        assert run_cli("report", store, "-o", out).code == 1
+    browser = _browser()
+    try:
+        url = out.resolve().as_uri()
+        browser.get(url)
+        assert browser.title.startswith("mqtool report")
+        errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        assert errors == []
+        requests = []
+        for entry in browser.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message["method"] == "Network.requestWillBeSent":
+                requests.append(message["params"]["request"]["url"])
+        assert requests and all(u == url for u in requests), requests      # the page itself, nothing else
+        assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+        for ident in CHARTS:
+            size = browser.execute_script(
+                "const s = document.querySelector(`figure[data-chart='${arguments[0]}'] svg`);"
+                "if (!s) return null; const r = s.getBoundingClientRect();"
+                "return [r.width, r.height, s.querySelectorAll('path, use, rect').length];", ident)
+            assert size is not None, ident
+            width, height, shapes = size
+            assert width > 600 and height > 50 and shapes > 10, (ident, size)
+        tables = browser.execute_script("return document.querySelectorAll('section table').length")
+        assert tables >= len(CHARTS) - 1     # the timer store's is empty here: nothing to list
+    finally:
+        browser.quit()
+
+
+def test_the_timer_backlog_counts_the_pending_timer_messages(tmp_path, run_cli):
+    import tarfile
+
+    from conftest import FIXTURES
+
+    with tarfile.open(FIXTURES / "rocketmq-5.3.3/timer5/store.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="tar")
+    out = tmp_path / "r.html"
+    assert run_cli("report", tmp_path / "store", "-o", out).code == 1     # no consumerOffset.json: said
+    section = out.read_text(encoding="utf-8").split("<section id=timer>")[1].split("</section>")[0]
+    counts = [int(n.replace(",", "")) for n in re.findall(r"<td class=num>([\d,]+)</td></tr>", section)]
+    # timer5/NOTES.md: 70 pending units and 2 pending roll units (the 2 delete units are no messages)
+    assert sum(counts) == 72 and len(counts) > 5
+    assert "72 pending" in section
+
+
+def test_the_disk_levels_come_from_the_brokers_conf(store_copy, run_cli, tmp_path):
+    store = store_copy("multifile")
+    write_offsets(store, {"OrderTopic@billing": {0: 10}})
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=100\n"
+                    "maxIndexNum=400\ndiskMaxUsedSpaceRatio=61\ndiskSpaceCleanForciblyRatio=72\n"
+                    "fileReservedTime=1\n")
+    out = tmp_path / "r.html"
+    assert run_cli("report", store, "--config", conf, "-o", out).code == 0
+    section = out.read_text(encoding="utf-8").split("<section id=disk>")[1].split("</section>")[0]
+    assert "<td>diskMaxUsedSpaceRatio</td><td class=num>61.0 %</td>" in section
+    assert "<td>diskSpaceCleanForciblyRatio</td><td class=num>72.0 %</td>" in section
+    assert "<td>diskSpaceWarningLevelRatio</td><td class=num>90.0 %</td>" in section     # RocketMQ's default
+    # fileReservedTime 1 h: the fixture's files are days old, so the next clean deletes the oldest
+    # commitlog files, at most deleteFileBatchMax (10) of them
+    assert len(re.findall(r"<td>commitlog</td><td>commitlog/\d+</td><td>delete</td>", section)) == 10
+    assert "<td>billing</td>" in section          # and costs billing unread messages of OrderTopic/0
