@@ -49,7 +49,7 @@ from mqtool.formats import sysflag
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
-from mqtool.storage import commitlog, timerstore
+from mqtool.storage import commitlog, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
 
 _MAGIC_POS = 4
@@ -107,7 +107,7 @@ class RecoveryPlan:
     redispatch_from: int = 0
     stop: Problem | None = None                # why the walk stopped, when it was damage
     records_checked: int = 0
-    timer: timerstore.Dangling | None = None   # pending timer units pointing at or past the cut
+    timer: timerview.Dangling | None = None   # pending timer units pointing at or past the cut
 
     @property
     def changes_anything(self) -> bool:
@@ -340,7 +340,7 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     else:
         result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
     if cut < data_end or result.removed_files:
-        result.timer = timerstore.find_dangling(store.layout, queue, lambda offset, size: offset + size > cut)
+        result.timer = timerview.find_dangling(store.layout, queue, lambda offset, size: offset + size > cut)
     # index files holding entries for records at or past the cut are rebuilt from their first record
     stale = [f for f in store.index.files if f.index_count > 1 and f.end_phy_offset >= cut]
     if stale:
@@ -374,9 +374,9 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     queue = store.commitlog_queue
     # timer units left dangling: listed in the quarantine while their records can still be read
     if p.timer is not None:
-        with timerstore.TimerStore(store.layout) as ts:
-            quarantine.save_rows("timer-units.jsonl", timerstore.dangling_units(
-                ts, queue, lambda offset, size: offset + size > p.cut),
+        with timerview.open_view(store.layout, queue) as view:
+            quarantine.save_rows("timer-units.jsonl", timerview.dangling_units(
+                view, lambda offset, size: offset + size > p.cut),
                 f"pending timer units whose records are at or past the recovery cut at {p.cut} (the timerlog "
                 "and wheel are left as they are; the records are among the cut bytes kept here)")
     # 0. empty files a crash left while creating them: out of the way before anything is written

@@ -32,7 +32,7 @@ from mqtool.engine.trash import Trash
 from mqtool.errors import MqError, UsageError
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
-from mqtool.storage import batchqueue, timerstore
+from mqtool.storage import batchqueue, timerstore, timerview
 from mqtool.storage.consumequeue import last_unit, queue_min_offset
 
 # ---------------------------------------------------------------------- the reclaimer
@@ -147,7 +147,7 @@ class Reclaimer:
         if not gone:
             return
         size = self.view.commitlog.file_size
-        report.timer = timerstore.find_dangling(self.view.layout, self.view.commitlog,
+        report.timer = timerview.find_dangling(self.view.layout, self.view.commitlog,
                                                 lambda offset, _: offset - offset % size in gone)
         if report.timer is None:
             return

@@ -84,7 +84,7 @@ class Report:
     incomplete: bool = False            # undo: staged files that could not go back
     failed: int = 0                     # files that could not be deleted or staged (kept, reported)
     offsets_unreadable: bool = False    # consumerOffset.json is there but cannot be read
-    timer: object = None                # timerstore.Dangling: pending timer units whose records go
+    timer: object = None                # timerview.Dangling: pending timer units whose records go
 
     def count(self, kind: str | None = None, actions=ACTIONS_THAT_CHANGE) -> int:
         return sum(1 for d in self.decisions if d.action in actions and (kind is None or d.kind == kind))
