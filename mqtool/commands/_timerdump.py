@@ -78,7 +78,7 @@ def _pending_fields(view, pending) -> dict:
     rec = view.recovery
     return {"pending": pending.all_congest_num, "deliverable": pending.deliverable, "recalled": pending.recalled,
             "rolled": pending.rolled, "deleteMarkers": pending.delete_markers, "lost": pending.lost,
-            "putBack": rec.put_back_pending, "deliveredTwice": rec.requeued_count,
+            "putBack": rec.put_back, "putBackPending": rec.put_back_pending, "deliveredTwice": rec.requeued_count,
             "deliveredTwiceKeys": [r["uniqKey"] for r in rec.requeued]}
 
 
@@ -92,7 +92,8 @@ def pending_text(t: dict) -> str:
     if t.get("lost"):
         line += f"; {t['lost']} whose record cannot be read (skipped)"
     if t.get("putBack"):
-        line += f"; {t['putBack']} unit(s) written after the last wheel flush, put back by the broker's timer recovery"
+        line += (f"; {t['putBack']} unit(s) written after the last wheel flush put back on their slots by the "
+                 f"broker's timer recovery ({t['putBackPending']} not due yet)")
     if t.get("deliveredTwice"):
         line += (f"; {t['deliveredTwice']} message(s) a restarted broker enqueues again and DELIVERS TWICE "
                  "(the timer recovery restarts rmq_sys_wheel_timer behind them)")

@@ -73,7 +73,8 @@ class TimerRecovery:
                 "removedFiles": [str(p) for p in self.removed_files], "putBack": self.put_back,
                 "putBackPending": self.put_back_pending, "revisedSlots": len(self.revised_slots),
                 "rescanFrom": self.rescan_from, "queueOffset": self.queue_offset,
-                "queueOffsetSource": self.queue_offset_source, "deliveredTwice": self.requeued_count,
+                "queueOffsetSource": self.queue_offset_source,
+                "lastUnitQueueOffset": self.last_unit_queue_offset, "deliveredTwice": self.requeued_count,
                 "deliveredTwiceKeys": [r["uniqKey"] for r in self.requeued],
                 "deliveredTwiceMessages": self.requeued, "danglingSlots": self.dangling_slots}
 
@@ -559,7 +560,7 @@ def summary(view: TimerView) -> dict:
     return {"pending": p.all_congest_num, "deliverable": p.deliverable, "recalled": p.recalled,
             "rolled": p.rolled, "deleteMarkers": p.delete_markers, "lost": p.lost, "byTopic": p.by_topic,
             "allCongestNum": p.all_congest_num, "lastReadTimeMs": view.read_time_ms,
-            "timerlogEnd": rec.process_offset, "putBack": rec.put_back_pending,
+            "timerlogEnd": rec.process_offset, "putBack": rec.put_back, "putBackPending": rec.put_back_pending,
             "queueOffset": rec.queue_offset, "deliveredTwice": rec.requeued_count,
             "deliveredTwiceKeys": [r["uniqKey"] for r in rec.requeued]}
 
