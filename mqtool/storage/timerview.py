@@ -358,12 +358,14 @@ class TimerView:
         return out, True
 
     def unit_in_wheel(self, unit) -> bool:
-        """Whether a unit's slot (as recovered) holds its time and spans its position."""
+        """Whether a unit's slot (as recovered) holds its time and its chain can reach the unit
+        (lastPos at or after it: the dequeue walks from lastPos back through prevPos; firstPos
+        plays no part in it)."""
         if self.wheel is None:
             return False
         time_slot = _jdiv(unit.delivery_ms, self.precision)
         row = self.wheel[time_slot % fmt.SLOT_COUNT]
-        return int(row["timeSlot"]) == time_slot and int(row["firstPos"]) <= unit.pos <= int(row["lastPos"])
+        return int(row["timeSlot"]) == time_slot and unit.pos <= int(row["lastPos"])
 
     # ------------------------------------------------------------- pending
     def pending(self, *, want_units: bool = False):

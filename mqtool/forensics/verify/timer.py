@@ -98,8 +98,7 @@ class _Check:
             row = view.wheel[slot_time % fmt.SLOT_COUNT]
             self.add("timer-unit-not-in-wheel", path, unit.file_offset, unit.pos,
                      f"pending unit {unit.pos} is not on its slot's chain: a broker would never deliver it",
-                     expected=f"slot {slot_time % fmt.SLOT_COUNT} of time {slot_time}, "
-                              f"firstPos <= {unit.pos} <= lastPos",
+                     expected=f"slot {slot_time % fmt.SLOT_COUNT} of time {slot_time}, lastPos >= {unit.pos}",
                      found=[int(row["timeSlot"]), int(row["firstPos"]), int(row["lastPos"])])
         self._target(unit, path, is_pending)
 
