@@ -15,6 +15,8 @@ import random
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from timercrash import PRECISION, SLOTS, crash, facts, read_wheel, replay
 
 F = facts()
@@ -124,7 +126,8 @@ def test_timermetrics_bak_and_a_count_that_differs(timer5, run_cli):
     off = run_cli("dump", timer5, "timermetrics", "--json")
     assert off.code == 1
     rows = {m["topic"]: m for m in off.json_lines() if m["type"] == "timer_metric"}
-    assert (rows["TimerTopic5"]["count"], rows["TimerTopic5"]["timerlog"], rows["TimerTopic5"]["matches"]) == (71, 70, False)
+    topic = rows["TimerTopic5"]
+    assert (topic["count"], topic["timerlog"], topic["matches"]) == (71, 70, False)
     assert (rows["Gone"]["count"], rows["Gone"]["timerlog"]) == (3, 0)
 
 
@@ -267,3 +270,41 @@ def test_recover_mends_any_crash_of_the_timer_store(seed, timer5, run_cli):
     assert {s["slot"]: s["chain"] for s in wheel if s["type"] == "timer_slot"} == \
         {i: s["chain"] for i, s in F["slots"].items()}
     assert all(i % SLOTS == i for i in F["slots"])
+
+
+# ------------------------------------------------- the revision, against TimerWheel.reviseSlot
+
+@given(st.lists(st.sampled_from([5, 6, 5 + SLOTS, 7 + SLOTS, 9]), min_size=1, max_size=60),
+       st.sampled_from([1, 2, 7, 65536]))
+@settings(max_examples=200, deadline=None)
+def test_the_revision_is_revise_slot_unit_by_unit(units, chunk):
+    """TimerWheel.reviseSlot(delivery, IGNORE, unit, true), one unit after the other, against
+    the revision mqtool does a chunk at a time: seconds that share a slot index (a wheel round
+    apart), slots that already hold the time (with a firstPos to keep) and ones that do not."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from mqtool.formats import timer as fmt
+    from mqtool.storage.timerview import TimerRecovery, TimerView
+
+    base = 1795700000
+    disk = np.zeros(fmt.SLOT_COUNT, dtype=fmt.SLOT_DTYPE)
+    expected = {}
+    for second in (5, 9):                           # the wheel already holds these two
+        i = (base + second) % SLOTS
+        disk[i] = (base + second, 7, 11, 3, 0)
+        expected[i] = [base + second, 7, 11, 3, 0]
+    data = b""
+    for n, second in enumerate(units):
+        data += struct.pack(">iqiqiqiiq", 52, -1, 1, (base + second) * 1000 - 400, 400, 0, 1, 0, 0)
+        time_slot, i, pos = base + second, (base + second) % SLOTS, n * 52
+        row = expected.setdefault(i, [0, 0, 0, 0, 0])
+        if row[0] != time_slot:                         # putSlot(timeMs, lastPos, lastPos): num, magic stay
+            row[0], row[1], row[2] = time_slot, pos, pos
+        else:
+            row[2] = pos
+    view = SimpleNamespace(wheel=disk.copy(), disk_wheel=disk, precision=1000, read_time_ms=0)
+    TimerView._revise(view, SimpleNamespace(buf=data, file_from_offset=0), 0, len(units), count=True,
+                      rec=TimerRecovery(0, 0), chunk=chunk)
+    got = {i: [int(view.wheel[i][k]) for k in fmt.SLOT_DTYPE.names] for i in expected}
+    assert got == expected

@@ -136,31 +136,47 @@ class TimerView:
         self._requeued(rec)
         return rec
 
-    def _revise(self, mf, start: int, stop: int, *, count: bool, rec, valid=None) -> None:
-        """TimerWheel.reviseSlot(delivery, IGNORE, unit, force) for units start..stop-1 of mf."""
+    def _revise(self, mf, start: int, stop: int, *, count: bool, rec, valid=None, chunk: int = 65536) -> None:
+        """TimerWheel.reviseSlot(delivery, IGNORE, unit, force) for units start..stop-1 of mf, in
+        order: a slot holding the unit's time gets lastPos = the unit; any other slot becomes
+        (its time, the unit, the unit), num and magic untouched.  Done a chunk at a time, each
+        slot's outcome at once (its last unit; firstPos from where its last run of one time
+        starts).  count: tally the units the wheel on disk did not hold (put back)."""
         if self.wheel is None or stop <= start:
             return
-        arr = fmt.units(mf.buf, stop - start, start * fmt.UNIT_SIZE)
-        times = arr["currWriteTime"].astype(np.int64) + arr["delayedTime"].astype(np.int64)
-        positions = mf.file_from_offset + (start + np.arange(stop - start, dtype=np.int64)) * fmt.UNIT_SIZE
-        keep = np.ones(len(arr), dtype=bool) if valid is None else valid
         wheel, disk, precision = self.wheel, self.disk_wheel, self.precision
-        for delivery, pos, ok in zip(times.tolist(), positions.tolist(), keep.tolist()):
-            if not ok:
+        for lo in range(start, stop, chunk):
+            hi = min(stop, lo + chunk)
+            arr = fmt.units(mf.buf, hi - lo, lo * fmt.UNIT_SIZE)
+            delivery = arr["currWriteTime"].astype(np.int64) + arr["delayedTime"].astype(np.int64)
+            pos = mf.file_from_offset + (lo + np.arange(hi - lo, dtype=np.int64)) * fmt.UNIT_SIZE
+            keep = delivery >= 0 if valid is None else valid[lo - start:hi - start] & (delivery >= 0)
+            times, pos = delivery[keep] // precision, pos[keep]
+            if not len(times):
                 continue
-            time_slot = _jdiv(delivery, precision)
-            i = time_slot % fmt.SLOT_COUNT
-            row = wheel[i]
+            idx = times % fmt.SLOT_COUNT
             if count:
-                old = disk[i]
-                if not (int(old["timeSlot"]) == time_slot and pos <= int(old["lastPos"])):
-                    rec.put_back += 1
-                    if time_slot * precision >= self.read_time_ms:
-                        rec.put_back_pending += 1
-            if int(row["timeSlot"]) != time_slot:
-                row["timeSlot"], row["firstPos"], row["lastPos"] = time_slot, pos, pos
-            else:
-                row["lastPos"] = pos
+                covered = ((disk["timeSlot"][idx].astype(np.int64) == times)
+                           & (pos <= disk["lastPos"][idx].astype(np.int64)))
+                rec.put_back += int((~covered).sum())
+                rec.put_back_pending += int((~covered & (times * precision >= self.read_time_ms)).sum())
+            order = np.argsort(idx, kind="stable")
+            g_idx, g_time, g_pos = idx[order], times[order], pos[order]
+            n = len(g_idx)
+            starts = np.flatnonzero(np.r_[True, g_idx[1:] != g_idx[:-1]])
+            ends = np.r_[starts[1:], n] - 1
+            group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+            last_time = g_time[ends]
+            other = np.where(g_time != last_time[group], np.arange(n), -1)
+            last_other = np.maximum.reduceat(other, starts)
+            had_other = last_other >= starts
+            run_start = np.where(had_other, last_other + 1, starts)
+            slots = g_idx[starts]
+            same = ~had_other & (wheel["timeSlot"][slots].astype(np.int64) == last_time)
+            first = np.where(same, wheel["firstPos"][slots].astype(np.int64), g_pos[run_start])
+            wheel["timeSlot"][slots] = last_time
+            wheel["firstPos"][slots] = first
+            wheel["lastPos"][slots] = g_pos[ends]
 
     def _recheck(self, rec) -> None:
         """checkPhyPos from the read time: a slot pointing past the end makes the scan run again
