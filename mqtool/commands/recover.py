@@ -122,8 +122,9 @@ def _timer_lines(tp, verb: str) -> list[str]:
     rec, lines = tp.recovery, []
     if rec.revised_slots:
         lines.append(f"  {verb}write {len(rec.revised_slots)} timerwheel slot(s) as the broker's timer recovery "
-                     f"revises them: {rec.put_back} timer unit(s) written after the last wheel flush go back on their slots' "
-                     f"chains ({rec.put_back_pending} not due yet; the slots keep their counts, as the broker's do)")
+                     f"revises them: {rec.put_back} timer unit(s) written after the last wheel flush go back on "
+                     f"their slots' chains ({rec.put_back_pending} not due yet; the slots keep their counts, as the "
+                     "broker's do)")
     for path in rec.removed_files:
         lines.append(f"  {verb}remove timerlog file {path} (after the timerlog's end at {rec.process_offset})")
     if tp.tail is not None:
@@ -136,8 +137,8 @@ def _timer_lines(tp, verb: str) -> list[str]:
         keys = ", ".join(str(r["uniqKey"]) for r in rec.requeued[:10])
         more = f" and {rec.requeued_count - 10} more" if rec.requeued_count > 10 else ""
         lines.append(f"  WARNING: the timer store restarts rmq_sys_wheel_timer at queue offset {rec.queue_offset}, "
-                     f"behind {rec.requeued_count} message(s) it had enqueued already: a restarted broker enqueues them again "
-                     f"and DELIVERS THEM TWICE ({keys}{more}; --json lists every key)")
+                     f"behind {rec.requeued_count} message(s) it had enqueued already: a restarted broker enqueues "
+                     f"them again and DELIVERS THEM TWICE ({keys}{more}; --json lists every key)")
     return lines
 
 
