@@ -308,3 +308,23 @@ def test_the_revision_is_revise_slot_unit_by_unit(units, chunk):
                       rec=TimerRecovery(0, 0), chunk=chunk)
     got = {i: [int(view.wheel[i][k]) for k in fmt.SLOT_DTYPE.names] for i in expected}
     assert got == expected
+
+
+@pytest.mark.parametrize("days", [6, 8, 10])
+def test_a_broker_starting_more_than_a_wheel_later_skips_slots(days, extracted):
+    """recover(): currReadTimeMs = max(lastReadTimeMs, now - 7 days + 60 slots): the slots
+    before that are never read; their messages are counted as skipped on restart."""
+    from mqtool.storage import commitlog, timerview
+    from mqtool.storage.settings import open_layout
+
+    layout = open_layout(str(extracted("timer5")), None, ())
+    now = READ_TIME + days * 86_400_000
+    floor = now - 7 * 86_400_000 + 60_000
+    expected = sum(s["num"] for s in F["slots"].values() if s["pending"] and s["timeMs"] < floor)
+    queue = commitlog.open_queue(layout)
+    try:
+        with timerview.open_view(layout, queue) as view:
+            assert view.restart_skips(now) == expected
+    finally:
+        queue.close()
+    assert (expected == 0) == (days == 6)

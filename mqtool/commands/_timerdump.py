@@ -94,6 +94,9 @@ def pending_text(t: dict) -> str:
     if t.get("putBack"):
         line += (f"; {t['putBack']} unit(s) written after the last wheel flush put back on their slots by the "
                  f"broker's timer recovery ({t['putBackPending']} not due yet)")
+    if t.get("skippedOnRestart"):
+        line += (f"; {t['skippedOnRestart']} message(s) a broker starting now skips (its read time is more than "
+                 "7 days old: the wheel holds 7 days)")
     if t.get("deliveredTwice"):
         line += (f"; {t['deliveredTwice']} message(s) a restarted broker enqueues again and DELIVERS TWICE "
                  "(the timer recovery restarts rmq_sys_wheel_timer behind them)")

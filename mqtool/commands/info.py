@@ -98,7 +98,8 @@ def _show(info: dict) -> None:
                       f"{timer['recalled']} recalled, {timer['rolled']} roll unit(s), "
                       f"{timer['deleteMarkers']} delete marker(s); read up to {_time(timer['lastReadTimeMs'])}",
                       highlight=False)
-        if timer["deliverable"] != timer["pending"] or timer["putBack"] or timer["deliveredTwice"] or timer["lost"]:
+        if (timer["deliverable"] != timer["pending"] or timer["putBack"] or timer["deliveredTwice"] or timer["lost"]
+                or timer["skippedOnRestart"]):
             console.print(f"                 {escape(pending_text(timer))}", highlight=False)
     shutdown = "clean (no abort file)" if info["cleanShutdown"] else \
         "[yellow]NOT clean: abort file present (crash, or a broker is running)[/yellow]"

@@ -29,6 +29,7 @@ TimerWheel.reviseSlot / checkPhyPos / getAllNum, the dequeue, TimerMetrics):
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,7 @@ from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record
 from mqtool.storage import commitlog, fsutil, metafiles, timerstore
 
+RESTART_BLANK_SLOTS = 60        # TimerMessageStore.TIMER_BLANK_SLOTS
 REVISE_QUEUE_STEPS = 20000       # reviseQueueOffset's maxCount
 LISTED = 1000                    # messages listed one by one (all are counted)
 CHAIN_LIMIT_SLACK = 2            # a chain longer than the units written is a loop
@@ -340,6 +342,21 @@ class TimerView:
             yield (i, int(row["timeSlot"]), int(row["firstPos"]), int(row["lastPos"]), int(row["num"]),
                    int(row["magic"]))
 
+    def restart_skips(self, now_ms: int | None = None) -> int:
+        """TimerMessageStore.recover moves the read time up to now minus the wheel's 7 days (less
+        60 slots) when the timercheck's is older: the num of the slots a broker starting now
+        skips (their messages are never delivered)."""
+        if self.wheel is None:
+            return 0
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        floor = (now_ms // self.precision * self.precision - fmt.SLOTS_TOTAL * self.precision
+                 + RESTART_BLANK_SLOTS * self.precision)
+        if floor <= self.read_time_ms:
+            return 0
+        times = self.wheel["timeSlot"].astype(np.int64)
+        skipped = self._pending_mask() & (times * self.precision < floor)
+        return int(self.wheel["num"].astype(np.int64)[skipped].sum())
+
     def all_congest_num(self) -> int:
         if self.wheel is None:
             return 0
@@ -579,7 +596,8 @@ def summary(view: TimerView) -> dict:
             "rolled": p.rolled, "deleteMarkers": p.delete_markers, "lost": p.lost, "byTopic": p.by_topic,
             "allCongestNum": p.all_congest_num, "lastReadTimeMs": view.read_time_ms,
             "timerlogEnd": rec.process_offset, "putBack": rec.put_back, "putBackPending": rec.put_back_pending,
-            "queueOffset": rec.queue_offset, "deliveredTwice": rec.requeued_count,
+            "queueOffset": rec.queue_offset, "skippedOnRestart": view.restart_skips(),
+            "deliveredTwice": rec.requeued_count,
             "deliveredTwiceKeys": [r["uniqKey"] for r in rec.requeued]}
 
 
