@@ -151,7 +151,7 @@ def dump_timermetrics(layout, view, ctx, display) -> None:
                              path=layout.config_dir / "timermetrics")
     tally = ctx["tally"]
     counts = timerview.metric_counts(doc)
-    held = timerview.timerlog_counts(view) if view is not None else {}
+    held = timerview.timerlog_counts(view, counts) if view is not None else {}
     where = display(path) if path is not None else display(layout.config_dir / "timermetrics")
     version = (doc or {}).get("dataVersion") or {}
     rows = []

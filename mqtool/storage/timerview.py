@@ -36,6 +36,7 @@ import numpy as np
 
 from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record
+from mqtool.formats.javastr import java_hash
 from mqtool.storage import commitlog, fsutil, metafiles, timerstore
 
 RESTART_BLANK_SLOTS = 60        # TimerMessageStore.TIMER_BLANK_SLOTS
@@ -483,12 +484,15 @@ def metric_counts(doc) -> dict:
     return out
 
 
-def timerlog_counts(view: TimerView) -> dict:
+def timerlog_counts(view: TimerView, topics=()) -> dict:
     """Per REAL_TOPIC, what TimerMetrics counts for the units not read yet: +1 per unit, -1 per
-    delete unit (on the recovered chains from the read time on)."""
+    delete unit (on the recovered chains from the read time on).  A unit whose record cannot be
+    read counts for the topic of `topics` its realTopicHash names (as checkAndReviseMetrics
+    maps hashes to topics)."""
+    by_hash = {java_hash(t): t for t in topics}
     out = {}
     for unit, state, rec in view.pending(want_units=True).units:
-        topic = rec.properties.get("REAL_TOPIC") if rec is not None else None
+        topic = rec.properties.get("REAL_TOPIC") if rec is not None else by_hash.get(unit.topic_hash)
         if topic is None:
             continue
         out[topic] = out.get(topic, 0) + (-1 if state == "delete" else 1)
