@@ -113,6 +113,18 @@ def test_info_stats_and_metrics_say_what_the_broker_will_deliver(extracted, run_
     assert all(m["matches"] for m in rows) and metrics.json_lines()[-1]["dataVersion"] == text["dataVersion"]
 
 
+def test_recover_and_clean_say_what_the_timer_store_will_deliver(timer5, run_cli):
+    plan = run_cli("recover", timer5, "--dry-run", "--json")
+    assert plan.code == 0, plan.err
+    pending = plan.json_lines()[0]["timerRecovery"]["pending"]
+    assert (pending["pending"], pending["recalled"], pending["rolled"]) == (F["open"]["allCongestNum"], 2, 2)
+    assert "pending 70" in run_cli("recover", timer5, "--dry-run").out
+    clean = run_cli("clean", timer5, "--dry-run", "--json")
+    assert clean.code == 0, clean.err
+    timer = clean.json_lines()[-1]["timer"]
+    assert (timer["pending"], timer["recalled"], timer["rolled"]) == (70, 2, 2)
+
+
 def test_timermetrics_bak_and_a_count_that_differs(timer5, run_cli):
     """TimerMetrics loads as ConfigManager does (a file it cannot parse: its .bak); a count the
     timerlog does not hold is reported."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from mqtool.cli import options, output
+from mqtool.commands._timerdump import pending_text
 from mqtool.engine.store import MessageStore
 from mqtool.errors import DataError, ProblemsFound
 from mqtool.storage.layout import discover
@@ -120,6 +121,8 @@ def _timer_lines(tp, verb: str) -> list[str]:
     if tp is None:
         return []
     rec, lines = tp.recovery, []
+    if tp.summary is not None:
+        lines.append(f"  timer store: {pending_text(tp.summary)}")
     if rec.revised_slots:
         lines.append(f"  {verb}write {len(rec.revised_slots)} timerwheel slot(s) as the broker's timer recovery "
                      f"revises them: {rec.put_back} timer unit(s) written after the last wheel flush go back on "

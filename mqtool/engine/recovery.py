@@ -107,6 +107,7 @@ class TimerPlan:
     checkpoint_before: dict | None
     checkpoint_after: dict | None
     tail: tuple | None = None        # (timerlog file, start, end): bytes after the units' end, zeroed
+    summary: dict | None = None      # timerview.summary: what the timer store will deliver
 
     @property
     def checkpoint_changes(self) -> dict:
@@ -123,6 +124,7 @@ class TimerPlan:
     def to_json(self) -> dict:
         out = self.recovery.to_json()
         out["checkpointInMemory"] = self.checkpoint_changes     # what the recovery computes; not written
+        out["pending"] = self.summary
         out["tailZeroed"] = None if self.tail is None else {"file": str(self.tail[0]), "start": self.tail[1],
                                                             "end": self.tail[2]}
         return out
@@ -412,7 +414,7 @@ def timer_plan(store, cut: int, queue_cuts) -> TimerPlan | None:
                 written = len(bytes(mf.buf[start:]).rstrip(b"\x00"))
                 if written:
                     tail = (mf.path, start, start + written)
-            return TimerPlan(rec, cp, rec.checkpoint(cp) if cp is not None else None, tail)
+            return TimerPlan(rec, cp, rec.checkpoint(cp) if cp is not None else None, tail, timerview.summary(view))
         finally:
             view.disk_wheel = None
 

@@ -143,6 +143,7 @@ class Reclaimer:
         """Pending timer units pointing into the commitlog files chosen: reported, and the files
         staged in the trash whatever --delete-delay says (the timerlog and wheel are left as they
         are; the broker itself deletes commitlog files without asking its timer store)."""
+        report.timer_pending = timerview.pending_counts(self.view.layout, self.view.commitlog)
         gone = {d.target.file_from_offset: d for d in chosen}
         if not gone:
             return
