@@ -30,6 +30,7 @@ ALL_FIXTURES = {
     "flipped-body-byte": "rocketmq-4.9.8/corrupt-tail/flipped-body-byte",
     "garbage-tail": "rocketmq-4.9.8/corrupt-tail/garbage-tail",
     "basic5": "rocketmq-5.3.3/basic5",
+    "timer5": "rocketmq-5.3.3/timer5",
 }
 # 5.3.3 stores with features switched on (README there): read by their own tests
 FEATURE_FIXTURES = {

@@ -238,9 +238,59 @@ def bcq_unit_field(root, rng):
 
 BATCH_MUTATIONS = [delete_bcq_file, zero_bcq_tail, bcq_unit_field]
 
+
+def timer_crash(root, rng):
+    """A broker killed after appending timer units but before flushing its wheel (5.x timer
+    store): the timerlog keeps every unit (page cache), the wheel only the slots as they were
+    after the units before a point P (TimerMessageStore.doEnqueue's putSlot replayed), the
+    timercheck is at P with the queue offset of the first message enqueued after it."""
+    logs = sorted(files(root, "timerlog"))
+    if not logs or not (root / "timerwheel").exists():
+        return None
+    units = []                       # (pos, delivery second, delete) in timerlog order
+    for path in logs:
+        data = path.read_bytes()
+        for at in range(0, len(data) - 51, 52):
+            size, _, magic, write_time, delay = struct.unpack_from(">iqiqi", data, at)
+            if size != 52 or (magic | 0xF) != 0xF:
+                break
+            units.append((int(path.name) + at, (write_time + delay) // 1000, bool(magic & 4) and not magic & 2))
+    if not units:
+        return None
+    cut = rng.randrange(len(units) + 1)
+    slots_total = 7 * 86400 * 2
+
+    def replay(part):
+        slots = {}
+        for pos, second, delete in part:
+            slot = slots.get(second % slots_total)
+            if slot is None or slot[0] != second:
+                slot = [second, pos, pos, 0, 0]
+            slot[2] = pos
+            slot[3] += -1 if delete else 1
+            slots[second % slots_total] = slot
+        return slots
+
+    before = replay(units[:cut])
+    with open(root / "timerwheel", "r+b") as fh:
+        for index in replay(units):
+            fh.seek(index * 32)
+            fh.write(struct.pack(">qqqii", *before[index]) if index in before else bytes(32))
+    at = units[cut][0] if cut < len(units) else units[-1][0] + 52
+    check = root / "config" / "timercheck"
+    page = bytearray(check.read_bytes())
+    struct.pack_into(">qqq", page, 8, at, cut, cut)
+    check.write_bytes(bytes(page))
+    (root / "abort").write_text("31337")
+    return f"timer store crashed with {len(units) - cut} unit(s) after its last wheel flush"
+
+
 MUTATIONS = [delete_cq_file, empty_cq_file, cq_unit_field, record_field, flip_byte, zero_commitlog_tail,
              garbage_after_data, misname_commitlog_file, delete_index_file, index_field, checkpoint_damage,
              crash_marker]
+# what recover mends on a timer store: the crashes, and damage that does not cut timer messages
+TIMER_MUTATIONS = [timer_crash, timer_crash, crash_marker, delete_cq_file, cq_unit_field, delete_index_file,
+                   index_field]
 
 
 # hostile file-system entries: a store file that cannot be read, or is not a file

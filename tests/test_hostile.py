@@ -18,10 +18,28 @@ from contextlib import contextmanager
 
 import pytest
 
-from damage import BATCH_MUTATIONS, HOSTILE, MUTATIONS, damage, state
+from damage import BATCH_MUTATIONS, HOSTILE, MUTATIONS, TIMER_MUTATIONS, damage, state
+
+
+def damage_timer(root, rng):
+    """Bytes of the timer store changed at random (a unit, a slot, the timercheck)."""
+    choices = sorted((root / "timerlog").iterdir()) if (root / "timerlog").is_dir() else []
+    choices += [p for p in (root / "timerwheel", root / "config" / "timercheck", root / "config" / "timermetrics")
+                if p.is_file()]
+    if not choices:
+        return None
+    path = rng.choice(choices)
+    data = bytearray(path.read_bytes())
+    if not data:
+        return None
+    pos = rng.randrange(min(len(data), 8192)) if path.name != "timerwheel" else rng.randrange(len(data))
+    data[pos] ^= rng.choice([0x01, 0x80, 0xFF])
+    path.write_bytes(bytes(data))
+    return f"{path.relative_to(root)} byte {pos} changed"
+
 
 CASES = int(os.environ.get("MQTOOL_FUZZ_CASES", "0"))
-FIXTURE_NAMES = ["basic", "multifile", "features", "crash", "basic5", "garbage-tail", "flipped-body-byte"]
+FIXTURE_NAMES = ["basic", "multifile", "features", "crash", "basic5", "garbage-tail", "flipped-body-byte", "timer5"]
 SECONDS = 60       # a command that runs longer on these small stores hangs
 
 
@@ -50,8 +68,9 @@ def test_recover_leaves_a_store_that_verifies_clean_or_names_what_is_left(seed, 
     """Follow recover's advice, as an operator would, until the store verifies clean: each step
     recover names (rebuild-cq, salvage) mends what it says, and a few rounds always suffice."""
     rng = random.Random(seed)
-    store = store_copy(rng.choice(FIXTURE_NAMES))
-    said = damage(store, rng, MUTATIONS, count=rng.choice([1, 1, 2, 3]))
+    name = rng.choice(FIXTURE_NAMES)
+    store = store_copy(name)
+    said = damage(store, rng, TIMER_MUTATIONS if name == "timer5" else MUTATIONS, count=rng.choice([1, 1, 2, 3]))
     _follow_recovers_advice(store, rng, said, seed, run_cli)
 
 
@@ -103,6 +122,9 @@ READERS = [
     ("dump", "{store}", "consumequeue"),
     ("dump", "{store}", "index"),
     ("dump", "{store}", "checkpoint"),
+    ("dump", "{store}", "timerwheel", "--json"),
+    ("dump", "{store}", "timerlog"),
+    ("dump", "{store}", "timermetrics"),
     ("verify-crc", "{store}"),
     ("verify-crc", "--json", "--no-crc", "{store}"),
     ("lookup-by-key", "{store}", "--topic", "BasicTopic", "order-1"),
@@ -123,7 +145,7 @@ WRITERS = [("recover", "{store}"), ("rebuild-cq", "{store}"), ("clean", "--force
 def test_no_command_fails_inside_on_a_hostile_store(seed, store_copy, run_cli, tmp_path):
     rng = random.Random(10_000 + seed)
     store = store_copy(rng.choice(FIXTURE_NAMES))
-    said = damage(store, rng, MUTATIONS + HOSTILE * 2, count=rng.choice([1, 2]))
+    said = damage(store, rng, MUTATIONS + HOSTILE * 2 + [damage_timer], count=rng.choice([1, 2]))
     for n, command in enumerate(rng.sample(READERS, 3) + rng.sample(WRITERS, 1)):
         out = tmp_path / f"out{n}"
         args = [a.format(store=store, out=out) for a in command]

@@ -29,7 +29,7 @@ from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.settings import open_layout, parse_settings
 
 KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog", "timerwheel", "timercheck",
-         "batchconsumequeue")
+         "timermetrics", "batchconsumequeue")
 BODY_CUT = 48
 BLOCK_ROWS = 8192     # records a block of JSON lines (their text is in memory at once)
 COLUMNAR_JSON = True  # False: JSON lines record by record (the reference the tests compare with)
@@ -40,6 +40,8 @@ COLUMNAR_FROM = 64 << 20  # commitlog bytes from which JSON lines take the colum
 def _infer_kind(path: Path) -> str:
     if path.name in ("checkpoint", "timerwheel", "timercheck"):
         return path.name
+    if path.name in ("timermetrics", "timermetrics.bak"):
+        return "timermetrics"
     if is_offset_name(path.name) and path.parent.name == "timerlog":
         return "timerlog"     # not a commitlog: 52-byte timer units
     if is_offset_name(path.name) and len(path.parents) >= 3 and path.parent.parent.parent.name == "batchconsumequeue":
@@ -144,16 +146,22 @@ def _dump_store(layout, kind, filters, ctx) -> None:
     elif kind in ("timerlog", "timerwheel"):
         if not timerstore.exists(layout):
             raise NotAStoreError("no timer store here (timerWheelEnable is off, or a 4.x store)", path=layout.root)
-        with timerstore.TimerStore(layout) as ts:
+        with _timerdump.store_view(layout) as view:
             if kind == "timerlog":
-                _timerdump.dump_timerlog(ts, filters, ctx, display)
-            elif ts.wheel() is None:
+                _timerdump.dump_timerlog(view.ts, filters, ctx, display, view)
+            elif view.ts.wheel() is None:
                 raise NotAStoreError("no timerwheel in this store (timerWheelEnable is off, or a 4.x store)",
                                      path=layout.timerwheel_path)
             else:
-                _timerdump.dump_timerwheel(ts, filters, ctx, display)
+                _timerdump.dump_timerwheel(view, filters, ctx, display)
     elif kind == "timercheck":
         _timerdump.dump_timercheck(layout.timercheck_path, ctx, display)
+    elif kind == "timermetrics":
+        if not timerstore.exists(layout):
+            _timerdump.dump_timermetrics(layout, None, ctx, display)
+        else:
+            with _timerdump.store_view(layout) as view:
+                _timerdump.dump_timermetrics(layout, view, ctx, display)
     elif kind == "batchconsumequeue":
         if not batchqueue.queues(layout):
             raise NotAStoreError("no batch consume queue here (no batchconsumequeue/<topic>/<queueId>/)",
@@ -206,13 +214,18 @@ def _dump_file(path: Path, kind, config_path, settings, filters, ctx) -> None:
     elif kind in ("timerlog", "timerwheel"):
         root = path.parent.parent if kind == "timerlog" else path.parent
         layout = open_layout(str(root), config_path, settings, must_exist=False)
-        with timerstore.TimerStore(layout, paths=[path] if kind == "timerlog" else []) as ts:
-            if kind == "timerlog":
+        if kind == "timerlog":
+            with timerstore.TimerStore(layout, paths=[path]) as ts:
                 _timerdump.dump_timerlog(ts, filters, ctx, display)
-            else:
-                _timerdump.dump_timerwheel(ts, filters, ctx, display)
+        else:
+            with _timerdump.store_view(layout) as view:
+                _timerdump.dump_timerwheel(view, filters, ctx, display)
     elif kind == "timercheck":
         _timerdump.dump_timercheck(path, ctx, display)
+    elif kind == "timermetrics":
+        layout = open_layout(str(path.parent.parent), config_path, settings, must_exist=False)
+        with _timerdump.store_view(layout) as view:
+            _timerdump.dump_timermetrics(layout, view, ctx, display)
     elif kind == "batchconsumequeue":
         _batchdump.dump_batch_queues(_batchdump.file_queue(path), filters, ctx, display)
     else:

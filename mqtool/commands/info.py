@@ -12,6 +12,7 @@ import click
 import humanize
 from rich.markup import escape
 
+from mqtool.commands._timerdump import pending_text
 from mqtool.cli import metrics, options, output
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo
@@ -101,8 +102,12 @@ def _show(info: dict) -> None:
     if timer is not None:
         topics = ", ".join(f"{escape(t)} {n}" for t, n in timer["byTopic"].items()) or "none"
         console.print(f"  timer          {timer['pending']} pending message(s) ({topics}); "
+                      f"{timer['recalled']} recalled, {timer['rolled']} roll unit(s), "
                       f"{timer['deleteMarkers']} delete marker(s); read up to {_time(timer['lastReadTimeMs'])}",
                       highlight=False)
+        if (timer["deliverable"] != timer["pending"] or timer["putBack"] or timer["deliveredTwice"] or timer["lost"]
+                or timer["skippedOnRestart"]):
+            console.print(f"                 {escape(pending_text(timer))}", highlight=False)
     shutdown = "clean (no abort file)" if info["cleanShutdown"] else \
         "[yellow]NOT clean: abort file present (crash, or a broker is running)[/yellow]"
     console.print(f"  last shutdown  {shutdown}", highlight=False)

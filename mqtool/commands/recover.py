@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from mqtool.cli import options, output
+from mqtool.commands._timerdump import pending_text
 from mqtool.engine.store import MessageStore
 from mqtool.errors import DataError, ProblemsFound
 from mqtool.storage import batchqueue, census
@@ -123,6 +124,35 @@ def _next_steps(left, store, layout) -> list[str]:
 LEFT_SHOWN = 20   # findings listed after recovery; the count says how many there are
 
 
+def _timer_lines(tp, verb: str) -> list[str]:
+    """What the broker's timer recovery does (the plan's timerRecovery), and who it delivers twice."""
+    if tp is None:
+        return []
+    rec, lines = tp.recovery, []
+    if tp.summary is not None:
+        lines.append(f"  timer store: {pending_text(tp.summary)}")
+    if rec.revised_slots:
+        lines.append(f"  {verb}write {len(rec.revised_slots)} timerwheel slot(s) as the broker's timer recovery "
+                     f"revises them: {rec.put_back} timer unit(s) written after the last wheel flush go back on "
+                     f"their slots' chains ({rec.put_back_pending} not due yet; the slots keep their counts, as the "
+                     "broker's do)")
+    for path in rec.removed_files:
+        lines.append(f"  {verb}remove timerlog file {path} (after the timerlog's end at {rec.process_offset})")
+    if tp.tail is not None:
+        lines.append(f"  {verb}zero timerlog bytes {tp.tail[1]}..{tp.tail[2]} of {tp.tail[0]} (not units: the "
+                     f"timerlog ends at {rec.process_offset})")
+    for index in rec.dangling_slots[:10]:
+        lines.append(f"  timerwheel slot {index} points past the timerlog's end at {rec.process_offset}: its "
+                     "messages are lost")
+    if rec.requeued_count:
+        keys = ", ".join(str(r["uniqKey"]) for r in rec.requeued[:10])
+        more = f" and {rec.requeued_count - 10} more" if rec.requeued_count > 10 else ""
+        lines.append(f"  WARNING: the timer store restarts rmq_sys_wheel_timer at queue offset {rec.queue_offset}, "
+                     f"behind {rec.requeued_count} message(s) it had enqueued already: a restarted broker enqueues "
+                     f"them again and DELIVERS THEM TWICE ({keys}{more}; --json lists every key)")
+    return lines
+
+
 def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=(), left=()) -> None:
     data = plan.to_json()
     data["notes"] = list(notes)
@@ -169,6 +199,7 @@ def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=(), left=()) 
         for unit in plan.timer.listed[:10]:
             lines.append(f"    timer unit {unit['timerlog']} byte {unit['fileOffset']}: {unit['realTopic'] or '?'} "
                          f"due {unit['deliveryMs']}, commitlog offset {unit['offsetPy']} ({unit['sizePy']} bytes)")
+    lines.extend(_timer_lines(plan.timer_recovery, verb))
     lines.extend(f"  {note}" for note in notes)
     if not plan.changes_anything:
         lines.append("  nothing to do: the store is consistent" if not left else "  nothing recovery mends")

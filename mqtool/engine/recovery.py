@@ -27,9 +27,14 @@ files end just past the ext unit its last kept unit points at; the rest is cut l
 Finally the records between the consume queues' end and the cut are
 dispatched (the broker's reput at start), ext units first.
 
-The 5.x timer store is left as it is: its units stay in the timerlog and on the wheel (a
-broker's own timer recovery reads them back unchanged; rewriting chains would be a second,
-riskier repair).  Pending units pointing at or past the cut are listed in the plan
+The 5.x timer store gets what TimerMessageStore.load()'s recover() does, and what a running
+broker then persists (mqtool/storage/timerview.py): units written after the last wheel flush
+are put back on their slots' chains (the revised slots are written to the timerwheel) and the
+timerlog ends where its units end (later files removed, a damaged tail zeroed); the timercheck
+is left as it is (each load recovers from it again, to the same state).  Where the recovery's
+restart offset moves rmq_sys_wheel_timer's read position back behind messages already enqueued, the
+plan lists them (`timerRecovery.deliveredTwice`): a restarted broker delivers them twice.
+Pending units pointing at or past the cut are listed in the plan
 (`timer`), and their records, being cut bytes, are in the quarantine with a list of the
 units (timer-units.jsonl) written before anything is zeroed, so each message can be
 put back.  A broker skips a unit whose record it cannot read (TimerMessageStore's
@@ -39,6 +44,8 @@ from the store until put back.
 
 from __future__ import annotations
 
+import mmap
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,10 +53,11 @@ from mqtool.errors import RefusedError
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats import consumequeueext as ext_format
 from mqtool.formats import sysflag
+from mqtool.formats import timer as timer_format
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
-from mqtool.storage import commitlog, mappedfile, timerstore
+from mqtool.storage import commitlog, mappedfile, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
 
 _MAGIC_POS = 4
@@ -92,6 +100,37 @@ class ExtCut:
 
 
 @dataclass
+class TimerPlan:
+    """What the broker's timer recovery changes (timerview.TimerRecovery), as bytes to write."""
+
+    recovery: timerview.TimerRecovery
+    checkpoint_before: dict | None
+    checkpoint_after: dict | None
+    tail: tuple | None = None        # (timerlog file, start, end): bytes after the units' end, zeroed
+    summary: dict | None = None      # timerview.summary: what the timer store will deliver
+
+    @property
+    def checkpoint_changes(self) -> dict:
+        if self.checkpoint_before is None:
+            return {}
+        return {k: [self.checkpoint_before[k], v] for k, v in self.checkpoint_after.items()
+                if k in timer_format.CHECKPOINT_FIELDS and self.checkpoint_before[k] != v}
+
+    @property
+    def changes_anything(self) -> bool:
+        r = self.recovery
+        return bool(r.revised_slots or r.removed_files or self.tail)
+
+    def to_json(self) -> dict:
+        out = self.recovery.to_json()
+        out["checkpointInMemory"] = self.checkpoint_changes     # what the recovery computes; not written
+        out["pending"] = self.summary
+        out["tailZeroed"] = None if self.tail is None else {"file": str(self.tail[0]), "start": self.tail[1],
+                                                            "end": self.tail[2]}
+        return out
+
+
+@dataclass
 class RecoveryPlan:
     mode: str                                  # "normal" or "abnormal"
     walk_from: int                             # commitlog offset the walk started at
@@ -107,14 +146,16 @@ class RecoveryPlan:
     redispatch_from: int = 0
     stop: Problem | None = None                # why the walk stopped, when it was damage
     records_checked: int = 0
-    timer: timerstore.Dangling | None = None   # pending timer units pointing at or past the cut
+    timer: timerview.Dangling | None = None   # pending timer units pointing at or past the cut
+    timer_recovery: TimerPlan | None = None     # the broker's timer recovery (5.x timer store)
 
     @property
     def changes_anything(self) -> bool:
         return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts or self.ext_cuts
                     or self.batch_cuts
                     or self.empty_files
-                    or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut)
+                    or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut
+                    or (self.timer_recovery is not None and self.timer_recovery.changes_anything))
 
     @property
     def ext_cuts(self) -> list[ExtCut]:
@@ -133,6 +174,7 @@ class RecoveryPlan:
             "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self.cut - self.redispatch_from),
             "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
             "timerDangling": self.timer.to_json() if self.timer else None,
+            "timerRecovery": self.timer_recovery.to_json() if self.timer_recovery else None,
         }
 
 
@@ -342,7 +384,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     else:
         result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
     if cut < data_end or result.removed_files:
-        result.timer = timerstore.find_dangling(store.layout, queue, lambda offset, size: offset + size > cut)
+        result.timer = timerview.find_dangling(store.layout, queue, lambda offset, size: offset + size > cut)
+    result.timer_recovery = timer_plan(store, cut, result.queue_cuts)
     # index files holding entries for records at or past the cut are rebuilt from their first record
     stale = [f for f in store.index.files if f.index_count > 1 and f.end_phy_offset >= cut]
     if stale:
@@ -351,6 +394,67 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         result.redispatch_from = min(result.redispatch_from, _record_boundary_at_or_before(queue, first))
     return result
 
+
+def timer_plan(store, cut: int, queue_cuts) -> TimerPlan | None:
+    """The broker's timer recovery, on the store as its commitlog recovery leaves it: records at
+    or past the cut cannot be read, rmq_sys_wheel_timer's queue ends where it is cut."""
+    layout = store.layout
+    if not timerstore.exists(layout) or layout.is_dledger():
+        return None
+    queues = {qid: cq for (topic, qid), cq in store.dispatcher.queues.items() if topic == timer_format.TIMER_TOPIC}
+    qc = next((q for q in queue_cuts if q.topic == timer_format.TIMER_TOPIC and q.queue_id == 0), None)
+    with timerstore.TimerStore(layout) as ts:
+        view = timerview.TimerView(ts, store.commitlog_queue, lost=lambda offset, size: offset + size > cut,
+                                   timer_queues=queues, queue_end=None if qc is None else qc.keep_bytes // UNIT_SIZE)
+        try:
+            rec = view.recovery
+            cp = ts.checkpoint
+            tail = None
+            mf = next((m for m in view.kept if m.file_from_offset <= rec.process_offset < m.file_end_offset), None)
+            if mf is not None:
+                start = rec.process_offset - mf.file_from_offset
+                written = len(bytes(mf.buf[start:]).rstrip(b"\x00"))
+                if written:
+                    tail = (mf.path, start, start + written)
+            return TimerPlan(rec, cp, rec.checkpoint(cp) if cp is not None else None, tail, timerview.summary(view))
+        finally:
+            view.disk_wheel = None
+
+
+def _apply_timer(store, tp: TimerPlan, quarantine) -> None:
+    """Write what the broker's timer recovery leaves in memory and a running broker's flush
+    service persists: the revised slots (num as it was: the recovery does not recount); drop
+    what the recovery drops (everything kept first).  The timercheck is left as it is: every
+    load recovers from it again and arrives at the same wheel and the same restart offset, and
+    its lastTimerLogFlushPos and masterTimerQueueOffset are what tells which units the wheel's
+    counts may miss and which messages a broker delivers twice."""
+    layout, rec = store.layout, tp.recovery
+    for path in rec.removed_files:
+        quarantine.move_file(path, f"timerlog file after the timerlog's end at {rec.process_offset} "
+                                   "(a broker's timer recovery deletes it)")
+    if tp.tail is not None:
+        path, start, end = tp.tail
+        with open(path, "r+b") as fh:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                quarantine.save_range(path, data, start, end, f"timerlog bytes after its units' end at "
+                                      f"{rec.process_offset} (not units: a broker's timer recovery ends the log here)")
+            fh.seek(start)
+            fh.write(bytes(end - start))
+            fh.flush()
+            os.fsync(fh.fileno())
+    if rec.revised_slots:
+        path = layout.timerwheel_path
+        low, high = min(rec.revised_slots), max(rec.revised_slots) + 1
+        with open(path, "r+b") as fh:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                quarantine.save_range(path, data, low * timer_format.SLOT_SIZE, high * timer_format.SLOT_SIZE,
+                                      f"timerwheel slots {low}..{high - 1} before the broker's timer recovery "
+                                      f"revised {len(rec.revised_slots)} of them")
+            for index, values in sorted(rec.revised_slots.items()):
+                fh.seek(index * timer_format.SLOT_SIZE)
+                fh.write(timer_format.SLOT.build(dict(zip(timer_format.SLOT_DTYPE.names, values))))
+            fh.flush()
+            os.fsync(fh.fileno())
 
 def _record_boundary_at_or_before(queue, offset: int) -> int:
     """An index file's beginPhyOffset is a record's offset; recovery re-dispatches from the
@@ -376,9 +480,9 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     queue = store.commitlog_queue
     # timer units left dangling: listed in the quarantine while their records can still be read
     if p.timer is not None:
-        with timerstore.TimerStore(store.layout) as ts:
-            quarantine.save_rows("timer-units.jsonl", timerstore.dangling_units(
-                ts, queue, lambda offset, size: offset + size > p.cut),
+        with timerview.open_view(store.layout, queue) as view:
+            quarantine.save_rows("timer-units.jsonl", timerview.dangling_units(
+                view, lambda offset, size: offset + size > p.cut),
                 f"pending timer units whose records are at or past the recovery cut at {p.cut} (the timerlog "
                 "and wheel are left as they are; the records are among the cut bytes kept here)")
     # 0. empty files a crash left while creating them: out of the way before anything is written
@@ -422,7 +526,10 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
         f.close()
         index.files.remove(f)
         quarantine.move_file(f.path, f"index file with entries at or past the recovery cut at {p.cut}; rebuilt")
-    # 4. re-dispatch
+    # 4. the timer store, as the broker's timer recovery leaves it
+    if p.timer_recovery is not None and p.timer_recovery.changes_anything:
+        _apply_timer(store, p.timer_recovery, quarantine)
+    # 5. re-dispatch
     if p.redispatch_from < p.cut:
         from mqtool.engine.redispatch import redispatch
 

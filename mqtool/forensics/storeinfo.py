@@ -8,7 +8,7 @@ from mqtool.errors import MqError
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import batchqueue, census, commitlog, consumequeue, fsutil, metafiles, timerstore
+from mqtool.storage import batchqueue, census, commitlog, consumequeue, fsutil, metafiles, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
@@ -80,7 +80,7 @@ def timer_summary(layout) -> dict | None:
         return None
     queue = commitlog.open_queue(layout)
     try:
-        counts = timerstore.pending_counts(layout, queue)
+        counts = timerview.pending_counts(layout, queue)
     finally:
         queue.close()
     counts["timerlogFiles"] = len(layout.timerlog_files())

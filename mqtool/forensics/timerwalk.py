@@ -19,62 +19,71 @@ def _unit_ok(unit, filters, hashes) -> bool:
             and (hashes is None or unit.topic_hash in hashes))
 
 
-def walk_timerlog(ts, filters, tally, display):
-    """("unit", Unit, pending) for each unit, ("blank", path, file offset, size), ("problem",
-    Problem) for damage, ("end", timerlog offset) where the units end."""
+def unit_state(unit, pending: bool, recalled) -> str:
+    """What a broker does with a unit: delivered (its slot was read), delete (a recall),
+    recalled (a recall of its slot cancels it), roll (put back into the timer topic at its slot
+    time), deliver."""
+    if not pending:
+        return "delivered"
+    if unit.is_delete:
+        return "delete"
+    if unit.pos in recalled:
+        return "recalled"
+    return "roll" if unit.magic & fmt.MAGIC_ROLL else "deliver"
+
+
+def walk_timerlog(ts, filters, tally, display, recalled=frozenset()):
+    """("unit", Unit, pending, state) for each unit, ("blank", path, file offset, size),
+    ("problem", Problem) for damage, ("end", timerlog offset) where the units end: the shared
+    walk (timerstore.walk) with dump's filters and --limit.  recalled: positions of the units
+    recalls cancel (timerview)."""
     hashes = None if filters.topics is None else {java_hash(t) for t in filters.topics}
-    for problem in ts.problems:
-        tally.problems += 1
-        tally.note_problem(display(problem.path), problem.offset, problem.kind)
-        yield "problem", Problem(problem.kind, display(problem.path), 0, problem.offset or 0, problem.message)
-    for mf, scan, ended in ts.log_files():
-        path = display(mf.path)
-        if ended is not None:
-            if ts.holds_data(scan):
-                tally.problems += 1
-                tally.note_problem(path, 0, "data-after-end")
-                yield "problem", Problem("data-after-end", path, 0, mf.file_from_offset,
-                                         f"units after the timerlog's end at {ended} (a broker's recovery drops them)")
-            continue
-        for start in range(0, scan.units, 65536):
-            for unit in timerstore.unit_rows(mf, start, min(start + 65536, scan.units)):
+    for event in timerstore.walk(ts):
+        what = event[0]
+        if what == "problem":
+            _, kind, path, file_offset, offset, message, expected, found = event
+            if expected is not None or found is not None:
+                message = f"{message}: expected {expected}, found {found}"
+            tally.problems += 1
+            tally.note_problem(display(path), file_offset, kind)
+            yield "problem", Problem(kind, display(path), file_offset or 0, offset or 0, message)
+        elif what == "units":
+            for unit in event[2]:
                 if tally.full():
                     tally.stopped_at = unit.pos
                     return
                 tally.records += 1
                 if _unit_ok(unit, filters, hashes):
                     tally.shown += 1
-                    yield "unit", unit, ts.is_pending(unit)
-        if scan.stop == timerstore.BLANK:
+                    pending = ts.is_pending(unit)
+                    yield "unit", unit, pending, unit_state(unit, pending, recalled)
+        elif what == "blank":
+            mf, scan = event[1], event[2]
             tally.blanks += 1
-            yield "blank", path, scan.stop_at, scan.blank_size
-        elif scan.stop == timerstore.DAMAGE:
-            size, magic = scan.found
-            tally.problems += 1
-            tally.note_problem(path, scan.stop_at, "bad-timer-unit")
-            yield "problem", Problem("bad-timer-unit", path, scan.stop_at, mf.file_from_offset + scan.stop_at,
-                                     f"not a timer unit: size {size}, magic {magic:#x} (a broker's recovery "
-                                     "truncates the timerlog here)")
-    tally.end_offset = ts.written_end
-    yield "end", ts.written_end
+            yield "blank", display(mf.path), scan.stop_at, scan.blank_size
+        elif what == "end":
+            tally.end_offset = event[1]
+            yield "end", event[1]
 
 
-def wheel_slots(ts, filters, tally):
-    """(slot number, slot dict, pending) for every slot a broker ever wrote (non-zero)."""
-    slots = ts.wheel()
-    if slots is None:
-        return
-    written = (slots["timeSlot"] != 0) | (slots["firstPos"] != 0) | (slots["lastPos"] != 0) | (slots["num"] != 0)
-    for i in written.nonzero()[0].tolist():
-        row = slots[i]
-        slot = {name: int(row[name]) for name in ("timeSlot", "firstPos", "lastPos", "num", "magic")}
-        slot["timeMs"] = slot["timeSlot"] * ts.precision
+def wheel_slots(view, filters, tally):
+    """(slot number, slot dict, pending) for every slot a broker ever wrote (non-zero), as the
+    broker's timer recovery leaves the wheel (timerview): the slot dict has the chain the
+    dequeue walks (timerlog offsets from lastPos through prevPos) and whether the recovery
+    revised the slot."""
+    for i, time_slot, first, last, num, magic in view.slots():
+        slot = {"timeSlot": time_slot, "firstPos": first, "lastPos": last, "num": num, "magic": magic,
+                "timeMs": time_slot * view.precision}
         if not filters.time_ok(slot["timeMs"]):
             continue
         if tally.full():
             return
         tally.shown += 1
-        yield i, slot, slot["timeMs"] >= ts.read_time_ms
+        units, ok = view.chain(last)
+        slot["chain"] = [u.pos for u in units]
+        slot["chainComplete"] = ok
+        slot["revised"] = view.is_revised(i)
+        yield i, slot, slot["timeMs"] >= view.read_time_ms
 
 
 def wheel_size_problem(ts) -> str | None:

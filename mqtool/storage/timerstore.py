@@ -102,6 +102,47 @@ def unit_rows(mf: MappedFile, start: int, stop: int) -> list[Unit]:
             for i, row in enumerate(zip(*cols))]
 
 
+def unit_from(mf: MappedFile, at: int) -> Unit:
+    """The 52 bytes at byte `at` of a file read as a unit (whatever they hold)."""
+    row = fmt.units(mf.buf, 1, at)[0]
+    return Unit(mf.file_from_offset + at, mf.path, at, *(int(row[name]) for name in (
+        "size", "prevPos", "magic", "currWriteTime", "delayedTime", "offsetPy", "sizePy", "realTopicHash")))
+
+
+def walk(ts, *, chunk: int = 65536):
+    """The one walk of the timerlog up to its end, as a broker's recovery reads it; events:
+
+    ("file", mf, scan, ended)   every file, oldest first (ended: None, or the timerlog offset
+                                where an earlier file's units stopped: this file is after the end)
+    ("units", mf, [Unit, ...])  the file's units, in chunks
+    ("blank", mf, scan)         the BLANK that ends a file
+    ("problem", kind, path, file_offset, offset, message, expected, found)
+    ("end", offset)             where the units end
+    """
+    for problem in ts.problems:
+        yield "problem", problem.kind, problem.path, None, problem.offset, problem.message, None, None
+    for mf, scan, ended in ts.log_files():
+        yield "file", mf, scan, ended
+        if ended is not None:
+            if ts.holds_data(scan):
+                yield ("problem", "data-after-end", mf.path, 0, mf.file_from_offset,
+                       f"units after the timerlog's end at {ended} (a broker's recovery drops them)", None, None)
+            continue
+        for start in range(0, scan.units, chunk):
+            yield "units", mf, unit_rows(mf, start, min(start + chunk, scan.units))
+        if scan.stop == BLANK:
+            yield "blank", mf, scan
+            if scan.blank_size != mf.file_size - scan.stop_at:
+                yield ("problem", "bad-blank", mf.path, scan.stop_at, mf.file_from_offset + scan.stop_at,
+                       "the BLANK's size is not the rest of the file", mf.file_size - scan.stop_at, scan.blank_size)
+        elif scan.stop == DAMAGE:
+            size, magic = scan.found
+            yield ("problem", "bad-timer-unit", mf.path, scan.stop_at, mf.file_from_offset + scan.stop_at,
+                   "not a timer unit (a broker's recovery truncates the timerlog here)",
+                   f"size {fmt.UNIT_SIZE}, magic 0..15, or a BLANK", f"size {size}, magic {magic:#x}")
+    yield "end", ts.written_end
+
+
 class TimerStore:
     """The timer files of one store, mapped read-only (a context manager)."""
 
@@ -167,11 +208,9 @@ class TimerStore:
     def units(self, *, chunk: int = 65536):
         """Every unit up to the written end, file by file, oldest first (read in chunks, so
         memory stays flat)."""
-        for mf, s, ended in self.log_files():
-            if ended is not None:
-                return
-            for start in range(0, s.units, chunk):
-                yield from unit_rows(mf, start, min(start + chunk, s.units))
+        for event in walk(self, chunk=chunk):
+            if event[0] == "units":
+                yield from event[2]
 
     def unit_at(self, pos: int) -> Unit | None:
         """The unit at timerlog offset pos, or None when none is written there."""
@@ -241,79 +280,3 @@ def read_checkpoint(path) -> dict | None:
     out = {name: parsed[name] for name in fmt.CHECKPOINT_FIELDS}
     out["fileSize"] = len(data)
     return out
-
-
-# -------------------------------------------------------- what a cut or deletion leaves dangling
-
-LISTED = 1000   # dangling units listed one by one in a report (all are counted)
-
-
-def real_topic(queue, unit: Unit) -> str | None:
-    """REAL_TOPIC of the record a unit points at, when that record can be read."""
-    record = commitlog.record_at(queue, unit.offset_py)
-    return record.properties.get("REAL_TOPIC") if isinstance(record, Record) else None
-
-
-def dangling_units(ts: TimerStore, queue, lost):
-    """Pending units whose record `lost(offset_py, size_py)` says goes (a recovery's cut, a
-    deletion), as report rows; a generator, so a big cut is streamed, never held."""
-    for unit in ts.pending_units():
-        if lost(unit.offset_py, unit.size_py):
-            row = {"timerlog": str(unit.path.relative_to(ts.layout.root)) if unit.path.is_relative_to(
-                ts.layout.root) else str(unit.path), "fileOffset": unit.file_offset, **unit.to_json()}
-            row["realTopic"] = real_topic(queue, unit)
-            yield row
-
-
-@dataclass
-class Dangling:
-    """How many pending timer units a change leaves pointing at commitlog bytes it removes."""
-
-    count: int
-    by_topic: dict
-    listed: list
-    by_file: dict        # commitlog file start offset -> how many of the units point into it
-
-    def to_json(self) -> dict:
-        return {"count": self.count, "byTopic": self.by_topic, "units": self.listed,
-                "listed": len(self.listed)}
-
-    def text(self, dry_run: bool = False) -> str:
-        topics = ", ".join(f"{t or '?'}: {n}" for t, n in sorted(self.by_topic.items(), key=lambda kv: str(kv[0])))
-        return f"{self.count} timer unit(s) {'would be ' if dry_run else ''}left dangling ({topics})"
-
-
-def find_dangling(layout, queue, lost) -> Dangling | None:
-    """The pending units `lost` leaves dangling (None without a timer store, or none dangling)."""
-    if not exists(layout):
-        return None
-    count, by_topic, listed, by_file = 0, {}, [], {}
-    with TimerStore(layout) as ts:
-        for row in dangling_units(ts, queue, lost):
-            count += 1
-            by_topic[row["realTopic"]] = by_topic.get(row["realTopic"], 0) + 1
-            mf = queue.find_by_offset(row["offsetPy"])
-            if mf is not None:
-                by_file[mf.file_from_offset] = by_file.get(mf.file_from_offset, 0) + 1
-            if len(listed) < LISTED:
-                listed.append(row)
-    return Dangling(count, by_topic, listed, by_file) if count else None
-
-
-def pending_counts(layout, queue) -> dict | None:
-    """Pending timer messages per real topic (REAL_TOPIC of the record each unit points at; '?'
-    when the record cannot be read); delete markers (MAGIC_DELETE) are counted on their own.
-    None without a timer store."""
-    if not exists(layout):
-        return None
-    by_topic, deletes, total = {}, 0, 0
-    with TimerStore(layout) as ts:
-        for unit in ts.pending_units():
-            if unit.is_delete:
-                deletes += 1
-                continue
-            topic = real_topic(queue, unit) or "?"
-            by_topic[topic] = by_topic.get(topic, 0) + 1
-            total += 1
-        return {"pending": total, "byTopic": dict(sorted(by_topic.items())), "deleteMarkers": deletes,
-                "lastReadTimeMs": ts.read_time_ms, "timerlogEnd": ts.written_end}

@@ -32,7 +32,7 @@ from mqtool.engine.trash import Trash
 from mqtool.errors import UsageError
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
-from mqtool.storage import batchqueue, timerstore
+from mqtool.storage import batchqueue, timerstore, timerview
 from mqtool.storage.consumequeue import last_unit, queue_min_offset
 
 # ---------------------------------------------------------------------- the reclaimer
@@ -142,11 +142,12 @@ class Reclaimer:
         """Pending timer units pointing into the commitlog files chosen: reported, and the files
         staged in the trash whatever --delete-delay says (the timerlog and wheel are left as they
         are; the broker itself deletes commitlog files without asking its timer store)."""
+        report.timer_pending = timerview.pending_counts(self.view.layout, self.view.commitlog)
         gone = {d.target.file_from_offset: d for d in chosen}
         if not gone:
             return
         size = self.view.commitlog.file_size
-        report.timer = timerstore.find_dangling(self.view.layout, self.view.commitlog,
+        report.timer = timerview.find_dangling(self.view.layout, self.view.commitlog,
                                                 lambda offset, _: offset - offset % size in gone)
         if report.timer is None:
             return

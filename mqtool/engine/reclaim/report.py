@@ -84,7 +84,8 @@ class Report:
     incomplete: bool = False            # undo: staged files that could not go back
     failed: int = 0                     # files that could not be deleted or staged (kept, reported)
     offsets_unreadable: bool = False    # consumerOffset.json is there but cannot be read
-    timer: object = None                # timerstore.Dangling: pending timer units whose records go
+    timer: object = None                # timerview.Dangling: pending timer units whose records go
+    timer_pending: dict | None = None   # timerview.summary: what the timer store will deliver
 
     def count(self, kind: str | None = None, actions=ACTIONS_THAT_CHANGE) -> int:
         return sum(1 for d in self.decisions if d.action in actions and (kind is None or d.kind == kind))
@@ -114,4 +115,4 @@ class Report:
                 "notRestored": self.count(actions={NOT_RESTORED}),
                 "messagesRemoved": self.messages_removed, "unreadMessagesRemoved": self.unread_removed,
                 "changed": self.changed, "warnings": self.warnings, "notes": self.levels.notes,
-                "timerDangling": self.timer.to_json() if self.timer else None}
+                "timerDangling": self.timer.to_json() if self.timer else None, "timer": self.timer_pending}

@@ -108,6 +108,7 @@ class TaskResult:
     entries: int = 0
     skipped: int = 0
     timer_units: int = 0
+    timer: dict | None = None                         # the timer task: timerview.summary
     runs: dict = field(default_factory=dict)         # (topic hash, queue id) -> QueueRun (commitlog tasks)
     data_end: int | None = None                       # commitlog tasks: where the data ends in this file
     queue_max: dict = field(default_factory=dict)    # (topic, queue id) -> max offset (cq tasks)

@@ -63,6 +63,7 @@ class Summary:
     entries: int = 0
     skipped: int = 0
     timer_units: int = 0
+    timer: dict | None = None    # the timer store as a broker's recovery leaves it (timerview.summary)
     problems: int = 0
     by_kind: dict = field(default_factory=dict)
     seconds: float = 0.0         # the checking
@@ -80,6 +81,8 @@ class Summary:
         self.entries += result.entries
         self.skipped += result.skipped
         self.timer_units += result.timer_units
+        if result.timer is not None:
+            self.timer = result.timer
 
     def count(self, finding: Finding) -> None:
         self.problems += 1
@@ -90,7 +93,8 @@ class Summary:
                 "records": self.records, "blanks": self.blanks, "units": self.units, "entries": self.entries,
                 "timerUnits": self.timer_units, "skippedBytes": self.skipped, "problems": self.problems, "problemsByKind": self.by_kind,
                 "seconds": round(self.seconds, 3), "loadSeconds": round(self.load_seconds, 3),
-                "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None}
+                "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None,
+                "timer": self.timer}
 
 
 def all_scopes(layout) -> tuple:
