@@ -95,7 +95,7 @@ def test_pushed_filters_are_taken_or_left_and_the_plan_reads_with_them(server, e
                {"op": "eq", "column": "keys", "value": "x"},                 # no reader filter on keys
                {"op": "lt", "column": "commitLogOffset", "value": 3 * 65536}]
     kind, answer = ask(path, {"op": "push", "source": "rocketmq", "filters": filters})
-    assert kind == b"J" and json.loads(text(answer)) == {"taken": [0, 2]}
+    assert kind == b"J" and json.loads(text(answer)) == {"v": rowserver.PROTOCOL, "taken": [0, 2]}
     planned = plan(path, extracted("multifile"), [["topic", "string"], ["commitLogOffset", "bigint"]],
                    [filters[0], filters[2]])
     assert len(planned["parts"]) == 3           # files past the offset are not read at all
