@@ -195,3 +195,32 @@ def test_append_specscan_and_putlines_kernels(name, store_copy, run_cli, tmp_pat
 
     built, jitted = both(["append", "specscan", "putlines"], work)
     assert built == jitted and built[1].count("\n") == 300
+
+
+def test_a_call_the_build_did_not_cover_runs_the_jit_kernel():
+    from mqtool.native import fastscan
+
+    units = np.arange(0, 4000, 40, dtype=">i8").view(np.uint8)    # sorted big-endian int64s, 8 bytes apart
+    kernel = fastscan.lower_bound
+    calls, fallbacks = kernel.calls, kernel.fallbacks
+    strided = np.repeat(units, 2)[::2]                 # the same bytes, not contiguous: not a type built
+    assert kernel(strided, 0, 8, 0, 100, 1234) == kernel(units, 0, 8, 0, 100, 1234) == 31
+    assert (kernel.calls, kernel.fallbacks) == (calls + 1, fallbacks + 1)
+
+
+def test_jit_code_that_calls_a_built_kernel_still_compiles(extracted, monkeypatch):
+    """numba types a built kernel as its JIT dispatcher: scan_records, JIT-compiled, calls the
+    parse_records that stands in the module."""
+    import numba
+
+    from mqtool.native import fastscan
+
+    assert numba.typeof(fastscan.parse_records) == numba.typeof(fastscan.parse_records.jit)
+    monkeypatch.setattr(fastscan, "scan_records", fastscan.scan_records.jit)
+    (path,) = sorted((extracted("basic") / "commitlog").iterdir())[:1]
+    buf = np.fromfile(path, dtype=np.uint8)
+    jitted = fastscan.scan(buf, 0, len(buf), 0, True, 1 << 12, parse_props=True)
+    monkeypatch.undo()
+    built = fastscan.scan(buf, 0, len(buf), 0, True, 1 << 12, parse_props=True)
+    assert jitted.count == built.count > 0
+    assert all(np.array_equal(jitted.parsed[k], built.parsed[k]) for k in built.parsed)
