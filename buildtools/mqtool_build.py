@@ -17,10 +17,12 @@ SPARK = "pyspark>=4.1"
 
 
 def _jdk() -> bool:
+    if os.environ.get("MQTOOL_BUILD_JAR", "1") == "0":
+        return False
     home = os.environ.get("JAVA_HOME")
     if home and os.access(os.path.join(home, "bin", "javac"), os.X_OK):
         return True
-    return shutil.which("javac") is not None and os.environ.get("MQTOOL_BUILD_JAR", "1") != "0"
+    return shutil.which("javac") is not None
 
 
 def _extra() -> list[str]:
