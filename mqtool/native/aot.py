@@ -22,7 +22,6 @@ import hashlib
 import importlib
 import json
 import os
-import sys
 
 import numpy as np
 
@@ -79,13 +78,19 @@ def available() -> bool:
     return _state["ok"]
 
 
+def _types_namespace() -> dict:
+    """numba's type names, for reading SIGNATURES."""
+    from numba.core import types
+
+    return {**{name: getattr(types, name) for name in dir(types)}, "bool": types.boolean}
+
+
 def _array_checks(types_text):
     """For each argument: None (a scalar) or what an array must be for the built kernel: (dtype,
     ndim, contiguous), or a tuple of those for a tuple of arrays."""
     from numba.core import types
 
-    namespace = {name: getattr(types, name) for name in dir(types)}
-    namespace["bool"] = types.boolean
+    namespace = _types_namespace()
 
     def check(t):
         if isinstance(t, types.Array):
@@ -175,7 +180,6 @@ def build(family: str, output_dir: str, cpu: str = "") -> str:
     import warnings
 
     warnings.simplefilter("ignore")                   # pycc's pending deprecation
-    from numba.core import types
     from numba.pycc import CC
     import numba.pycc.compiler as pycc_compiler
 
@@ -191,8 +195,7 @@ def build(family: str, output_dir: str, cpu: str = "") -> str:
 
     original = pycc_compiler.compile_extra
     pycc_compiler.compile_extra = compile_extra
-    namespace = {name: getattr(types, name) for name in dir(types)}
-    namespace["bool"] = types.boolean
+    namespace = _types_namespace()
     cc = CC(f"_aot_{family}")
     cc.output_dir = output_dir
     cc.target_cpu = cpu
