@@ -1,6 +1,6 @@
 """The row server (the Python half of the JVM reader) on its own: its protocol, its answers
 against the pipeline's rows, its errors, and its life (it leaves with the JVM that started it);
-and the JVM reader's jar, built with the JDK's javac.  Spark's side is tested in
+and the JVM reader's jar, built with the package (or, as a fallback, at first use with the JDK's javac).  Spark's side is tested in
 test_spark_pipeline.py."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from mqtool.pipeline import engines as pipeline
-from mqtool.pipeline import jvmreader
+from mqtool.pipeline import jvmreader, rowserver
 
 from pipeline_expect import broker_records
 
@@ -41,12 +41,12 @@ def server(tmp_path):
     proc.wait()
 
 
-def ask(path: str, request: dict):
+def ask(path: str, request: dict, version=rowserver.PROTOCOL):
     """(the answer's kind, a file to read the rest from)."""
     conn = socket.socket(socket.AF_UNIX)
     conn.settimeout(30)          # a server that does not answer fails the test instead of hanging it
     conn.connect(path)
-    body = json.dumps(request).encode()
+    body = json.dumps(request if version is None else {"v": version, **request}).encode()
     conn.sendall(struct.pack(">I", len(body)) + body)
     answer = conn.makefile("rb")
     conn.close()
@@ -97,7 +97,7 @@ def test_pushed_filters_are_taken_or_left_and_the_plan_reads_with_them(server, e
                {"op": "eq", "column": "keys", "value": "x"},                 # no reader filter on keys
                {"op": "lt", "column": "commitLogOffset", "value": 3 * 65536}]
     kind, answer = ask(path, {"op": "push", "source": "rocketmq", "filters": filters})
-    assert kind == b"J" and json.loads(text(answer)) == {"taken": [0, 2]}
+    assert kind == b"J" and json.loads(text(answer)) == {"v": rowserver.PROTOCOL, "taken": [0, 2]}
     planned = plan(path, extracted("multifile"), [["topic", "string"], ["commitLogOffset", "bigint"]],
                    [filters[0], filters[2]])
     assert len(planned["parts"]) == 3           # files past the offset are not read at all
@@ -123,6 +123,26 @@ def test_errors_are_mqtools_own_messages(server, tmp_path, store_copy):
     assert table.num_rows == 0 and trailer == f"{first}: cannot open: No such file or directory"
     table, trailer = read(path, planned, planned["parts"][1])
     assert table.num_rows > 0 and trailer == "K"
+
+
+def test_parts_are_versioned_json_and_a_peer_of_another_version_is_refused(server, extracted):
+    _, path = server
+    store = extracted("multifile")
+    planned = plan(path, store)
+    reader = json.loads(planned["reader"])
+    assert reader["v"] == rowserver.PROTOCOL and reader["options"] == {"path": str(store)}
+    parts = [json.loads(p) for p in planned["parts"]]
+    files = sorted(str(f) for f in (store / "commitlog").iterdir())
+    assert [(p["v"], p["kind"], p["path"]) for p in parts] == [(rowserver.PROTOCOL, "commitlog", f) for f in files]
+    assert rowserver.read_part(planned["parts"][0]) == pipeline.commitlog_parts(pipeline.find_stores([str(store)]))[0]
+    refused = (f"mqtool's row server speaks protocol {rowserver.PROTOCOL}, and got a request of protocol 1: "
+               "run the same mqtool on the driver and the executors")
+    for version in (None, 1):        # a JVM reader of the pickled protocol sends no version
+        kind, answer = ask(path, {"op": "schema", "source": "rocketmq", "options": {"path": str(store)}}, version)
+        assert (kind, text(answer)) == (b"E", refused)
+    old_part = json.dumps({**parts[0], "v": 1})
+    kind, answer = ask(path, {"op": "read", "reader": planned["reader"], "part": old_part})
+    assert kind == b"E" and text(answer) == refused.replace("a request", "a part")
 
 
 def _workers(proc) -> set[int]:
@@ -201,21 +221,33 @@ def test_a_worker_that_dies_is_replaced_and_a_dropped_connection_costs_nothing(s
 
 # ------------------------------------------------------------------ the jar
 
-def test_the_jar_is_built_once_with_the_data_source_registered(tmp_path):
+def test_the_jar_built_with_the_package_serves_without_a_jdk(tmp_path):
+    if jvmreader.javac() is None:
+        pytest.skip("no JDK here: the package was built without the jar")
+    no_jdk = {"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    jar, why = jvmreader.jar(no_jdk)
+    assert why == "" and jar.parent == jvmreader.SOURCES and jar.name.startswith("mqtool-spark-")
+    assert jar == jvmreader.shipped(jvmreader.spark_jars())
+    with zipfile.ZipFile(jar) as built:
+        assert built.read(jvmreader.REGISTER_SERVICE).decode().split() == [jvmreader.CLASS, jvmreader.QUEUE_CLASS]
+    assert not (tmp_path / "cache").exists()          # nothing built at run time
+
+
+def test_the_jar_is_built_once_at_first_use_where_the_package_has_none(tmp_path):
     environ = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
-    jar, why = jvmreader.jar(environ)
+    jar, why = jvmreader.jar(environ, package=tmp_path / "unbuilt")
     assert why == "" and jar.parent.parent == tmp_path
     with zipfile.ZipFile(jar) as built:
         assert built.read(jvmreader.REGISTER_SERVICE).decode().split() == [jvmreader.CLASS, jvmreader.QUEUE_CLASS]
         assert {"mqtool/spark/RocketMQSource.class", "mqtool/spark/RocketMQQueueSource.class"} <= set(built.namelist())
     stamp = jar.stat().st_mtime_ns
-    assert jvmreader.jar(environ) == (jar, "") and jar.stat().st_mtime_ns == stamp   # not built again
+    assert jvmreader.jar(environ, tmp_path / "unbuilt") == (jar, "") and jar.stat().st_mtime_ns == stamp   # not built again
 
 
 def test_no_jdk_or_a_failed_build_leaves_the_python_source(tmp_path, monkeypatch):
     no_jdk = {"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
     assert jvmreader.javac(no_jdk) is None
-    assert jvmreader.jar(no_jdk) == (None, 'no JDK (javac) found: format("rocketmq") runs in Python workers')
+    assert jvmreader.jar(no_jdk, tmp_path) == (None, 'no JDK (javac) found: format("rocketmq") runs in Python workers')
     broken = tmp_path / "jvm"
     broken.mkdir()
     (broken / "Broken.java").write_text("package mqtool.spark; class Broken { int x = ; }\n")

@@ -71,6 +71,8 @@ def fmt(request, spark):
     from mqtool.pipeline import jvmreader
 
     assert jvmreader.loaded(spark), "the session has no JVM reader: format('rocketmq') is the Python one"
+    shipped = str(jvmreader.shipped(jvmreader.spark_jars()))      # the jar built with the package, no javac
+    assert shipped in spark.sparkContext.getConf().get("spark.jars", "").split(","), "not the package's jar"
     return request.param
 
 

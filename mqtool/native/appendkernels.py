@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.native import aot
 from mqtool.native.jit import crc32, njit
 
 I64 = np.int64
@@ -163,3 +164,6 @@ def warm_up_index() -> None:
     a writable file mapping, int64 columns), so that a timed run does not pay for it."""
     none = np.zeros(0, dtype=I64)
     insert_keys(np.frombuffer(bytearray(64), dtype=np.uint8), 1, 1, np.zeros(6, dtype=I64), 0, 0, none, none, none)
+
+
+aot.adopt(globals(), "append")   # the kernels built ahead of time, where they are (native/aot.py)

@@ -14,6 +14,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from mqtool.native.columnar import put_text
+from mqtool.native import aot
 from mqtool.native.jit import load_u64, njit, prefetch
 
 U = np.uint64
@@ -268,3 +269,6 @@ def warm_up() -> None:
     buf = np.frombuffer(bytes(64), dtype=np.uint8)
     column = np.zeros(1, dtype=I64)
     chunk_stats(buf, np.ones(1, dtype=np.bool_), column, column, column + 100, column, column, column, 3_600_000)
+
+
+aot.adopt(globals(), "chunkstats")   # the kernels built ahead of time, where they are (native/aot.py)

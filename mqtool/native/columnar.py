@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from mqtool.native.fastscan import _i32, _i64, _utf8_units
+from mqtool.native import aot
 from mqtool.native.jit import crc32, njit, prefetch
 
 REPLACEMENT = (0xEF, 0xBF, 0xBD)   # U+FFFD in UTF-8
@@ -460,3 +461,6 @@ def warm_up() -> None:
     empty = {name: np.empty(0, dtype=np.int64) for name in ("offset", "sys_flag", "body_pos", "body_len",
                                                            "topic_pos", "topic_len", "props_pos", "props_len")}
     decode_columns(np.frombuffer(bytes(64), dtype=np.uint8), 0, empty, False, np.zeros(0, dtype=np.bool_))
+
+
+aot.adopt(globals(), "columnar")   # the kernels built ahead of time, where they are (native/aot.py)

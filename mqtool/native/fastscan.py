@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mqtool.native import aot
 from mqtool.native.jit import crc32, njit, prefetch
 
 I64 = np.int64
@@ -515,3 +516,6 @@ def warm_up() -> None:
     scan(buf, 0, 64, 0, True, 1)
     hop_to(buf, 0, 64, 64)
     lower_bound(buf, 0, 20, 0, 1, 0)
+
+
+aot.adopt(globals(), "fastscan")   # the kernels built ahead of time, where they are (native/aot.py)

@@ -1,8 +1,9 @@
 """Compiled kernels' shared ground: numba, and a CRC32 callable from compiled code.
 
 numba is imported only by the store paths and commands that need speed, so
-`mqtool info` or `dump` never pay for it.  Kernels are compiled once and
-cached on disk (cache=True).
+`mqtool info` or `dump` never pay for it.  Kernels are built ahead of time with
+the package (aot.py); where they are not, they are compiled once and cached on
+disk (cache=True).
 
 The CRC comes from ISA-L, which the isal package (already a dependency for
 the Python-side CRC) carries in its extension module: its crc32_gzip_refl is
@@ -12,6 +13,7 @@ so cached kernels stay valid from one run to the next.
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 
@@ -47,6 +49,7 @@ from numba import types  # noqa: E402
 def _load_isal() -> None:
     for path in glob.glob(os.path.join(os.path.dirname(isal.__file__), "isal_zlib*.so")):
         _llvm.load_library_permanently(path)
+        ctypes.CDLL(path, mode=os.RTLD_GLOBAL)    # and for the kernels built ahead (aot.py) as they load
         return
     raise ImportError("the isal package has no isal_zlib extension to take crc32_gzip_refl from")
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from mqtool.native.columnar import put_sequence
+from mqtool.native import aot
 from mqtool.native.jit import njit
 
 INT, BOOL, TEXT, MAP, BODY_BASE64, BODY_HEX, BODY_TEXT, RAW, CONST = range(9)
@@ -217,3 +218,6 @@ def render(rows, kinds, cols, key_off, keys, skip_null, ints, text_off, text_dat
         out[U(q + 1)] = 10
         q += 2
     return q
+
+
+aot.adopt(globals(), "jsonlines")   # the kernels built ahead of time, where they are (native/aot.py)

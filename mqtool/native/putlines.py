@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.native import aot
 from mqtool.native.jit import njit
 from mqtool.native.jsonlines import put_int64
 
@@ -64,3 +65,6 @@ def render_puts(numbers, store_id, prefixes, prefix_off, wrote, lengths, queue_o
         q = put_int64(queue_ids[i], out, q)
         q = _put(parts, part_off[8], part_off[9], out, q)
     return q
+
+
+aot.adopt(globals(), "putlines")   # the kernels built ahead of time, where they are (native/aot.py)

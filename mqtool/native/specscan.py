@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.native import aot
 from mqtool.native.jit import njit
 
 I64 = np.int64
@@ -306,3 +307,6 @@ def build_columns(buf, rows, present, text_off, text_len, pieces, piece_start, l
                     keys += 1
                 s = e + 1
     return props, props_off, props_len, tags_code, key_hash[:keys].copy(), key_owner[:keys].copy()
+
+
+aot.adopt(globals(), "specscan")   # the kernels built ahead of time, where they are (native/aot.py)

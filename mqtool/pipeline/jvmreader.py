@@ -1,12 +1,14 @@
 """The JVM half of format("rocketmq") and format("rocketmq_cq"): its Java sources (pipeline/jvm/),
-built into a jar once per source and Spark version with the JDK's javac, for mqtool's Spark
-sessions to load.
+built into a jar with the package (setup.py puts it in pipeline/jvm/, named by the sources and the
+Spark it was compiled against), for mqtool's Spark sessions to load: no JDK is needed at run time.
+A source checkout that was not built, or a Spark other than the build's, gets it built at first
+use with the JDK's javac into a private cache directory, as a fallback.
 
 Why a JVM half at all: PySpark's Python data sources are told nothing of the columns a query
 reads, so every query makes and carries every column, and Spark turns each Arrow batch into
 rows.  A JVM data source gets column pruning and hands Spark columnar batches; the rows
 themselves still come from mqtool's Python code, through its row server (rowserver.py).
-Without a JDK (javac) the Python data sources serve both names, with the same rows.
+Without the jar (and no JDK to build it) the Python data sources serve both names, with the same rows.
 """
 
 from __future__ import annotations
@@ -61,19 +63,60 @@ def _key(jars: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def jar(environ=None) -> tuple[Path | None, str]:
-    """(the jar, "") when it is built or was built before; (None, why not) otherwise."""
+def shipped(jars: Path, package: Path | None = None) -> Path:
+    """Where the package (its jvm/ folder, SOURCES) keeps the jar built with it for these sources
+    and this Spark."""
+    return (package or SOURCES) / f"mqtool-spark-{_key(jars)}.jar"
+
+
+def jar(environ=None, package: Path | None = None) -> tuple[Path | None, str]:
+    """(the jar, "") when it was built with the package or before; (None, why not) otherwise.
+
+    The jar built with the package (setup.py: package data) serves when it was compiled from these
+    sources against this Spark; else one built at first use in a private cache directory, with
+    the JDK's javac (a source checkout that was not built, or another Spark than the build's)."""
+    jars = spark_jars(environ)
+    if shipped(jars, package).is_file():
+        return shipped(jars, package), ""
     compiler = javac(environ)
     if compiler is None:
         return None, "no JDK (javac) found: format(\"rocketmq\") runs in Python workers"
-    jars = spark_jars(environ)
     cache = private_cache_dir(f"mqtool-jvm-{os.geteuid()}", environ)
     if cache is None:
         return None, "no private cache directory to build the JVM reader in"
-    target = Path(cache) / f"mqtool-spark-{_key(jars)}.jar"
+    target = Path(cache) / shipped(jars).name
     if target.is_file():
         return target, ""
-    with tempfile.TemporaryDirectory(dir=cache) as work:
+    return _build(compiler, jars, target)
+
+
+def build_shipped(package_dir, environ=None, reuse=None) -> tuple[Path | None, str]:
+    """Build the jar into package_dir/jvm/ (the build of the package, setup.py): (the jar, "") or
+    (None, why not).  reuse: a package directory (the source tree's) whose jvm/ may already hold
+    the jar of these sources and this Spark (an editable install built it): then it is copied."""
+    compiler = javac(environ)
+    if compiler is None:
+        return None, "no JDK (javac) found"
+    try:
+        jars = spark_jars(environ)
+    except (ImportError, AttributeError, TypeError):
+        return None, "no Spark (pyspark) to compile against"
+    if not any(jars.glob("spark-sql_*.jar")):
+        return None, f"no Spark jars in {jars}"
+    target = Path(package_dir) / "jvm" / shipped(jars).name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for old in target.parent.glob("mqtool-spark-*.jar"):
+        if old != target:
+            old.unlink()
+    built = shipped(jars, Path(reuse) / "jvm") if reuse else None
+    if built is not None and built.is_file() and built != target:
+        shutil.copyfile(built, target)
+        return target, ""
+    return _build(compiler, jars, target)
+
+
+def _build(compiler: str, jars: Path, target: Path) -> tuple[Path | None, str]:
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
         classes = Path(work) / "classes"
         done = subprocess.run(
             [compiler, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(classes),

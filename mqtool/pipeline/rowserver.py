@@ -16,18 +16,21 @@ JVM is gone) or on SIGTERM, and removes its socket.
 A request is a 4-byte big-endian length and a JSON object; the answer is one byte, then:
 'J' a length-prefixed JSON object, 'E' a length-prefixed error message (mqtool's own, as the
 command line would print it), or 'A': an Arrow IPC stream, then 'K' (every row sent) or 'E' and
-the message of the error that stopped the read.
+the message of the error that stopped the read.  Requests and JSON answers carry the protocol's
+version, "v" (PROTOCOL): a request of another version is refused with one line that says so
+(a driver and its executors that run different mqtool builds).  A plan's reader and parts are
+plain JSON texts the JVM hands back unread with each read: the reader is the query (source,
+options, columns, filters), a part the fields of a pipeline part (describe_part).
 """
 
 from __future__ import annotations
 
-import base64
 import ctypes
+import dataclasses
 import gc
 import json
 import mmap
 import os
-import pickle
 import select
 import signal
 import socket
@@ -36,18 +39,48 @@ import sys
 import threading
 import time
 
-from mqtool.errors import MqError
+from mqtool.errors import REFUSED, MqError
 
 _LENGTH = struct.Struct(">I")
 _PR_SET_PDEATHSIG = 1
 
 
-def _blob(value) -> str:
-    return base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
+PROTOCOL = 2    # 1 was pickled parts, without a version; RowServer.java's PROTOCOL is the same number
 
 
-def _unblob(text: str):
-    return pickle.loads(base64.b64decode(text))
+class ProtocolError(MqError):
+    """A peer of another protocol version, or a description this version cannot read."""
+
+    exit_code = REFUSED
+
+
+def _check_version(message: dict, what: str) -> None:
+    if message.get("v") != PROTOCOL:
+        raise ProtocolError(f"mqtool's row server speaks protocol {PROTOCOL}, and got {what} of protocol "
+                            f"{message.get('v', 1)}: run the same mqtool on the driver and the executors")
+
+
+def describe_part(part) -> str:
+    """A pipeline part (engines.CommitLogPart or QueuePart) as JSON text: its kind and fields."""
+    from mqtool.pipeline import engines
+
+    kinds = {engines.CommitLogPart: "commitlog", engines.QueuePart: "queue"}
+    return json.dumps({"v": PROTOCOL, "kind": kinds[type(part)], **dataclasses.asdict(part)},
+                      separators=(",", ":"))
+
+
+def read_part(text: str):
+    """describe_part's text as the part again (JSON lists back to the tuples they were)."""
+    from mqtool.pipeline import engines
+
+    fields = json.loads(text)
+    _check_version(fields, "a part")
+    cls = {"commitlog": engines.CommitLogPart, "queue": engines.QueuePart}.get(fields.pop("kind", None))
+    del fields["v"]
+    if cls is None:
+        raise ProtocolError("mqtool's row server got a part of no kind it knows")
+    return cls(**{k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+                  for k, v in fields.items()})
 
 
 def schema_of(request) -> dict:
@@ -63,21 +96,28 @@ def push(request) -> dict:
     return {"taken": sparksource.jvm_push(request["source"], request["filters"])}
 
 
+_QUERY = ("source", "options", "schema", "columns", "filters")
+
+
 def plan(request) -> dict:
-    """The reader of a query and its partitions, each pickled: the JVM hands them back, unread,
+    """The reader of a query and its partitions, as JSON texts: the JVM hands them back, unread,
     with each partition's read."""
     from mqtool.pipeline import sparksource
 
-    reader, parts = sparksource.jvm_plan(request["source"], request["options"], request["schema"],
-                                         request["columns"], request["filters"])
-    return {"reader": _blob(reader), "parts": [_blob(p) for p in parts]}
+    _, parts = sparksource.jvm_plan(*(request[k] for k in _QUERY))
+    reader = json.dumps({"v": PROTOCOL, **{k: request[k] for k in _QUERY}}, separators=(",", ":"))
+    return {"reader": reader, "parts": [describe_part(p) for p in parts]}
 
 
 def open_read(request):
-    """(the partition's Arrow batches, their schema): what stream() sends."""
+    """(the partition's Arrow batches, their schema): what stream() sends.  The reader is made
+    again from the query its description holds (as the plan made it, without its partitions)."""
     from mqtool.pipeline import sparksource
 
-    return sparksource.jvm_read(_unblob(request["reader"]), _unblob(request["part"]))
+    query = json.loads(request["reader"])
+    _check_version(query, "a reader")
+    reader = sparksource.jvm_reader(*(query[k] for k in _QUERY))
+    return sparksource.jvm_read(reader, read_part(request["part"]))
 
 
 def stream(batches, schema, out) -> None:
@@ -123,6 +163,7 @@ def serve_one(conn) -> None:
             return
         request = json.loads(inp.read(_LENGTH.unpack(head)[0]))
         try:
+            _check_version(request, "a request")
             op = request["op"]
             if op == "read":
                 batches, schema = open_read(request)
@@ -134,7 +175,7 @@ def serve_one(conn) -> None:
         if op == "read":
             stream(batches, schema, out)
         else:
-            out.write(_text(b"J", json.dumps(answer)))
+            out.write(_text(b"J", json.dumps({"v": PROTOCOL, **answer})))
 
 
 _SLOTS = 1024                 # the most workers at once

@@ -358,14 +358,20 @@ def jvm_push(source: str, specs) -> list[int]:
     return [i for i, f in enumerate(filters) if id(f) not in left]
 
 
-def jvm_plan(source: str, options: dict, table, columns, specs):
-    """(the reader of a query, its partitions): the table's columns (a user's schema) checked, the
-    reader's the ones the query reads, the filters jvm_push said it takes pushed."""
+def jvm_reader(source: str, options: dict, table, columns, specs):
+    """The reader of a query: the table's columns (a user's schema) checked, the reader's the ones
+    the query reads, the filters jvm_push said it takes pushed."""
     _, reader_class, known = _jvm_source(source)
     _checked([tuple(c) for c in table], known, source)
     reader = reader_class(CaseInsensitiveDict(options), _checked([tuple(c) for c in columns], known, source))
     for f in reader.pushFilters(list(_jvm_filters(specs))):
         raise ValueError(f"the reader does not take the filter {f}, which it took when asked")
+    return reader
+
+
+def jvm_plan(source: str, options: dict, table, columns, specs):
+    """(the reader of a query, its partitions)."""
+    reader = jvm_reader(source, options, table, columns, specs)
     return reader, [p.value for p in reader.partitions()]
 
 

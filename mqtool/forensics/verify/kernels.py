@@ -22,6 +22,7 @@ from mqtool.native.fastscan import (
     _tags_hash,
     _utf8_units,
 )
+from mqtool.native import aot
 from mqtool.native.jit import njit
 
 UNIT_OK = 0
@@ -369,3 +370,6 @@ def warm_up() -> None:
     records = scanned([])
     check_units_scanned(records, buf, 0, 64, one, one, one, one, "T", 0, False, one)
     check_entries_scanned(records, buf, 0, 64, one, one, one.copy())
+
+
+aot.adopt(globals(), "verify")   # the kernels built ahead of time, where they are (native/aot.py)

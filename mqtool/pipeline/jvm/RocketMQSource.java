@@ -272,7 +272,7 @@ public class RocketMQSource implements TableProvider, DataSourceRegister {
     }
   }
 
-  /** One partition of the plan: the row server's own (pickled) description of it. */
+  /** One partition of the plan: the row server's own description of it (versioned JSON text). */
   record Part(String blob) implements InputPartition, Serializable {}
 
   static final class Factory implements PartitionReaderFactory {

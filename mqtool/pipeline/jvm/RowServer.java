@@ -28,10 +28,13 @@ import org.apache.spark.SparkEnv;
  * source runs; this JVM only asks and carries the answers.  A request is a length-prefixed
  * JSON object; the answer starts with a byte: 'J' (a length-prefixed JSON object follows),
  * 'A' (an Arrow IPC stream follows, to the end of the connection) or 'E' (a length-prefixed
- * error message follows).
+ * error message follows).  Every request and every JSON answer carries the protocol's version
+ * ("v"): a server of another version refuses the request, and this side refuses its answers.
  */
 final class RowServer {
   static final ObjectMapper JSON = new ObjectMapper();
+  /** The row server protocol this reader speaks: rowserver.PROTOCOL on the Python side. */
+  static final int PROTOCOL = 2;
   private static final Map<String, RowServer> SERVERS = new HashMap<>();
   private static final long START_SECONDS = 300;
 
@@ -146,7 +149,14 @@ final class RowServer {
     SocketChannel channel = SocketChannel.open(StandardProtocolFamily.UNIX);
     try {
       channel.connect(UnixDomainSocketAddress.of(socket));
-      byte[] body = JSON.writeValueAsBytes(request);
+      Map<String, Object> versioned = new java.util.LinkedHashMap<>();
+      versioned.put("v", PROTOCOL);
+      if (request instanceof Map<?, ?> fields) {
+        for (Map.Entry<?, ?> e : fields.entrySet()) {
+          versioned.put(String.valueOf(e.getKey()), e.getValue());
+        }
+      }
+      byte[] body = JSON.writeValueAsBytes(versioned);
       ByteBuffer head = ByteBuffer.allocate(4).putInt(0, body.length);
       OutputStream out = Channels.newOutputStream(channel);
       out.write(head.array());
@@ -191,7 +201,13 @@ final class RowServer {
       if (kind != 'J') {
         throw new IOException("unexpected answer " + (char) kind);
       }
-      return JSON.readTree(text());
+      JsonNode answer = JSON.readTree(text());
+      JsonNode v = answer.get("v");
+      if (v == null || v.asInt() != PROTOCOL) {
+        throw new RowsException("mqtool's row server speaks protocol " + (v == null ? "1" : v.asText())
+            + ", this JVM reader protocol " + PROTOCOL + ": run the same mqtool on the driver and the executors");
+      }
+      return answer;
     }
 
     InputStream stream() throws IOException {
