@@ -14,7 +14,6 @@ import errno
 import os
 from dataclasses import dataclass, field
 
-from mqtool.errors import NotAStoreError
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
@@ -207,6 +206,11 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     chunk_records: records a chunk at most (CHUNK_RECORDS by default; a chunk's file pages are let go
     once the next is asked for).
     """
+    if _is_dledger(mf):
+        yield from _walk_dledger_file(mf, start=start, stop=stop, check_crc=check_crc, is_last=is_last,
+                                      display_path=display_path, resync_after_damage=resync_after_damage,
+                                      scanner=scanner, parse_props=parse_props, chunk_records=chunk_records)
+        return
     buf = mf.buf
     limit = mf.file_size if stop is None else stop
     base = mf.file_from_offset
@@ -309,6 +313,94 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                       "the file is full but does not end with a BLANK record")
 
 
+def _is_dledger(mf: MappedFile) -> bool:
+    """Is mf a DLedger data file (asked once per MappedFile)?"""
+    known = getattr(mf, "dledger", None)
+    if known is None:
+        from mqtool.storage import dledger
+
+        known = mf.dledger = dledger.is_data_file(mf.path)
+    return known
+
+
+DLEDGER_CHUNK = 1024    # a DLedger walk's chunks: records gathered from this many entries at most
+
+
+def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_crc: bool, is_last: bool,
+                       display_path: str | None, resync_after_damage: bool, scanner, parse_props: bool,
+                       chunk_records: int | None):
+    """walk_file of a DLedger data file: the entries (storage/dledger.walk_entries), and in each
+    entry's body the one commitlog record it holds, at entry pos + 48.  Blanks, problems and the
+    end of the data come as the entry walk finds them; a body that is not exactly one valid
+    record is a problem of its entry.  With a scanner each body is handed to it as a region and
+    the records of consecutive entries come gathered in Chunks."""
+    from mqtool.storage import dledger
+    from mqtool.formats.dledger import HEADER_SIZE
+
+    buf = mf.buf
+    base = mf.file_from_offset
+    path = display_path or str(mf.path)
+    gathered = []
+    gather = min(chunk_records or DLEDGER_CHUNK, DLEDGER_CHUNK)
+    array = None
+    if scanner:
+        import numpy as np
+
+        array = np.frombuffer(buf, dtype=np.uint8) if mf.file_size else np.zeros(0, dtype=np.uint8)
+    for item in dledger.walk_entries(mf, start=start, stop=stop, is_last=is_last, display_path=path,
+                                     resync_after_damage=resync_after_damage):
+        if not isinstance(item, dledger.Entry):
+            if gathered:
+                yield _gathered_chunk(scanner, gathered, path)
+                gathered = []
+            yield item
+            continue
+        body, end = item.file_pos + HEADER_SIZE, item.file_pos + item.header.size
+        if scanner:
+            chunk = scanner.scan(array, body, end, base, check_crc, 1, parse_props)
+            if chunk.count == 1 and chunk.stop == end:
+                gathered.append(chunk)
+                if len(gathered) >= gather:
+                    yield _gathered_chunk(scanner, gathered, path)
+                    gathered = []
+                continue
+            if gathered:
+                yield _gathered_chunk(scanner, gathered, path)
+                gathered = []
+        try:
+            record = fmt.decode_entry(buf, body, end, base)
+        except RecordError as err:
+            record = err
+        if isinstance(record, Record) and record.total_size == end - body:
+            yield record
+            continue
+        why = record.reason if isinstance(record, RecordError) else (
+            f"a record of {record.total_size} bytes in a body of {end - body}" if isinstance(record, Record)
+            else "no record")
+        yield Problem("bad-entry-body", path, body, base + body,
+                      f"the body of DLedger entry {item.header.index} (at {item.offset}) is not one record: {why}",
+                      skipped=end - body)
+    if gathered:
+        yield _gathered_chunk(scanner, gathered, path)
+
+
+def _gathered_chunk(scanner, chunks: list, path: str):
+    """One Chunk of the records of several one-record chunks of the same file."""
+    import numpy as np
+
+    first, last = chunks[0], chunks[-1]
+    if len(chunks) == 1:
+        first.path = path
+        return first
+    columns = {k: np.concatenate([c.columns[k] for c in chunks]) for k in first.columns}
+    parsed = None
+    if first.parsed is not None:
+        parsed = {k: np.concatenate([c.parsed[k] for c in chunks]) for k in first.parsed if not k.startswith("key_")}
+        parsed["key_record"] = np.concatenate([c.parsed["key_record"] + i for i, c in enumerate(chunks)])
+        parsed["key_hash"] = np.concatenate([c.parsed["key_hash"] for c in chunks])
+    return scanner.Chunk(len(chunks), last.stop, scanner.REACHED_LIMIT, None, 0, columns, first.buf, path, parsed)
+
+
 def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
          check_crc: bool = True, path_display=None, aligned: bool = False, scanner=None,
          resync_after_damage: bool = True, parse_props: bool = False, chunk_records: int | None = None):
@@ -378,10 +470,6 @@ def _display(path, path_display) -> str:
 
 def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
     """The store's commitlog files as a read-only queue (forensic: strict=False)."""
-    if layout.is_dledger():
-        raise NotAStoreError("this is a DLedger store (enableDLegerCommitLog, or a <group>-<selfId>/data "
-                             "folder): its commitlog wraps every message in DLedger entries, which mqtool "
-                             "does not read", path=layout.root)
     paths = [f.path for f in layout.commitlog_files()]
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
 

@@ -1,0 +1,317 @@
+"""A DLedger store's files (formats/dledger.py): where they are, the entry walk, the index units,
+and the committed index.
+
+`walk_entries` is the one walk over DLedger data files: entries in order, a blank ends its file,
+zeros end the data.  It accepts what DLedgerMmapFileStore.recover accepts (magic, size against
+the header and body length, the pos field) and resynchronises after damage on the next entry
+whose pos field says where it is.  The commitlog walker (storage/commitlog.py) reads the record
+in each entry's body through it, so every reader of the commitlog sees a DLedger store as its
+records at entry pos + 48.
+
+Facts from openmessaging DLedger 0.3.1.2 (DLedgerMmapFileStore, MemberState, MmapFileList) and
+rocketmq-all-5.3.3 (DLedgerCommitLog): the committed index comes from `checkpoint` (capped at the
+ledger's end); a broker's reput reads the entries up to the end of the committed one
+(getData stops at committedPos); after a crash (abort file) DLedgerCommitLog's recovery
+dispatches every entry the walk accepts, committed or not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqtool.errors import NotAStoreError
+from mqtool.formats import dledger as fmt
+from mqtool.formats.commitlog import Blank
+from mqtool.storage import fsutil
+
+DATA_DIR, INDEX_DIR = "data", "index"
+CHECKPOINT, CURRTERM = "checkpoint", "currterm"
+
+
+def is_dledger_dir(path: Path, names: set[str] | None = None) -> bool:
+    """Is this folder (its entry names given, or listed) a DLedger store's (dledger-<selfId>/, or
+    DLedger's own <group>-<selfId>/ holding data/ with index/ or currterm)?"""
+    if names is None:
+        try:
+            names = {n for n, *_ in fsutil.scandir(path)}
+        except OSError:
+            return False
+    return Path(path).name.startswith("dledger") or (DATA_DIR in names and (INDEX_DIR in names or CURRTERM in names))
+
+
+def is_data_file(path) -> bool:
+    """Is this file a DLedger data file: in the data/ folder of a DLedger folder, or (a data folder
+    moved by storePathDLedgerCommitLog) one that starts with an entry's magic?"""
+    parent = Path(path).parent
+    if parent.name == DATA_DIR and is_dledger_dir(parent.parent):
+        return True
+    try:
+        head = fsutil.read_small(path, 8)
+    except OSError:
+        return False
+    return len(head) == 8 and fmt.decode_magic_size(head, 0)[0] == fmt.MAGIC_1
+
+
+@dataclass
+class Entry:
+    """One DLedger entry: where it is and its header.  The record (its body) is at offset + 48."""
+
+    offset: int          # absolute DLedger offset (the entry's pos)
+    file_pos: int        # position in its file
+    header: fmt.EntryHeader
+    path: str
+
+    @property
+    def record_offset(self) -> int:
+        return self.offset + fmt.HEADER_SIZE
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.header.size
+
+
+def _header_at(buf, pos: int, limit: int, base: int):
+    """(header, why not) of an entry at pos."""
+    if limit - pos < fmt.HEADER_SIZE:
+        return None, f"{limit - pos} bytes left, an entry header needs {fmt.HEADER_SIZE}"
+    header = fmt.decode_header(buf, pos)
+    return header, fmt.header_problem(header, base + pos, limit - pos)
+
+
+_MAGIC_BYTES = fmt.MAGIC_1.to_bytes(4, "big")
+
+
+def resync(buf, start: int, limit: int, base: int) -> int:
+    """The next position >= start where an entry DLedger's recovery accepts begins, or -1."""
+    pos = start
+    while pos < limit:
+        hit = buf.find(_MAGIC_BYTES, pos, limit)
+        if hit < 0:
+            return -1
+        header, why = _header_at(buf, hit, limit, base)
+        if header is not None and why is None:
+            return hit
+        pos = hit + 1
+    return -1
+
+
+def entry_start(buf, start: int, limit: int, base: int) -> int:
+    """Where the walk of a file part from `start` begins: start itself when an entry begins there,
+    else the entry whose record begins at start (start - 48), else start."""
+    if start <= 0:
+        return 0
+    if _header_at(buf, start, limit, base)[1] is None:
+        return start
+    if start >= fmt.HEADER_SIZE and _header_at(buf, start - fmt.HEADER_SIZE, limit, base)[1] is None:
+        return start - fmt.HEADER_SIZE
+    return start
+
+
+def walk_entries(mf, *, start: int = 0, stop: int | None = None, is_last: bool = True,
+                 display_path: str | None = None, resync_after_damage: bool = True):
+    """Yield the entries of one DLedger data file from file position start on: Entry, Blank (the
+    file's end), commitlog.Problem, and EndOfData where the written data ends in this file.
+    stop: end at this position (an entry boundary).  Without resync_after_damage the walk ends
+    at the first entry DLedger's recovery would not accept."""
+    from mqtool.storage.commitlog import EndOfData, Problem, _first_nonzero, _last_nonzero
+
+    buf = mf.buf
+    limit = mf.file_size if stop is None else stop
+    base = mf.file_from_offset
+    path = display_path or str(mf.path)
+    mf.advise_sequential()
+    pos = entry_start(buf, start, limit, base)
+    while pos < limit:
+        mf.drop_pages_before(pos)
+        if limit - pos < 8:
+            magic, size = (0, 0) if not any(buf[pos:limit]) else (None, None)
+        else:
+            magic, size = fmt.decode_magic_size(buf, pos)
+        if magic == fmt.BLANK_MAGIC:
+            if size < fmt.MIN_BLANK_LEN or size != mf.file_size - pos:
+                yield Problem("bad-blank", path, pos, base + pos,
+                              f"DLedger blank declares {size} bytes but {mf.file_size - pos} remain in the file")
+            mf.drop_pages_before(mf.file_size)
+            yield Blank(base + pos, size)
+            return
+        if magic == 0:
+            bad = _first_nonzero(buf, pos, limit, mf)
+            if bad < 0:
+                if stop is None and not is_last:
+                    yield Problem("missing-blank", path, pos, base + pos,
+                                  "the file's entries end without a blank, but a later file follows")
+                yield EndOfData(base + pos, path)
+                return
+            nxt = resync(buf, max(pos, bad - 3), limit, base)
+            if nxt < 0:
+                last = _last_nonzero(buf, bad, limit)
+                yield Problem("data-after-end", path, bad, base + bad,
+                              f"{last + 1 - bad} non-zero bytes after the end of the data at {base + pos}",
+                              skipped=last + 1 - bad)
+                yield EndOfData(base + pos, path)
+                return
+            yield Problem("zero-gap", path, pos, base + pos,
+                          f"{nxt - pos} zero bytes where a DLedger entry was expected; entries follow",
+                          skipped=nxt - pos)
+            pos = nxt
+            continue
+        header, why = _header_at(buf, pos, limit, base) if magic is not None else (None, "stray bytes")
+        if why is None:
+            yield Entry(base + pos, pos, header, path)
+            pos += header.size
+            continue
+        kind = "bad-entry"
+        if not resync_after_damage:
+            yield Problem(kind, path, pos, base + pos, f"DLedger entry: {why}")
+            return
+        nxt = resync(buf, pos + 1, limit, base)
+        if nxt < 0:
+            last = _last_nonzero(buf, pos, limit)
+            damaged_end = last + 1 if last >= 0 else pos + 8
+            yield Problem(kind, path, pos, base + pos,
+                          f"DLedger entry: {why}; {damaged_end - pos} damaged bytes, no valid entry after them",
+                          skipped=damaged_end - pos)
+            if _first_nonzero(buf, damaged_end, limit, mf) < 0:
+                yield EndOfData(base + pos, path)
+            return
+        yield Problem(kind, path, pos, base + pos,
+                      f"DLedger entry: {why}; skipped {nxt - pos} bytes to the next valid entry at {base + nxt}",
+                      skipped=nxt - pos)
+        pos = nxt
+    mf.drop_pages_before(limit)
+    if stop is None and pos >= limit and not is_last:
+        yield Problem("missing-blank", path, limit, base + limit, "the file is full but does not end with a blank")
+
+
+# ------------------------------------------------------------------ the state files
+@dataclass
+class PropertyFile:
+    path: Path
+    size: int
+    values: dict
+
+    def to_json(self) -> dict:
+        return {"file": self.path.name, "fileSize": self.size, "values": self.values}
+
+
+def read_properties(path: Path) -> PropertyFile | None:
+    """A DLedger property file, or None when it is not there.  Unreadable: NotAStoreError naming it."""
+    try:
+        data = fsutil.read_small(path, 1 << 16)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise NotAStoreError(f"cannot read: {exc.strerror}", path=path) from None
+    return PropertyFile(path, len(data), fmt.parse_properties(bytes(data)))
+
+
+def _long(props: PropertyFile | None, key: str) -> int | None:
+    if props is None or not props.values.get(key, "").strip():
+        return None
+    try:
+        return int(props.values[key])
+    except ValueError:
+        raise NotAStoreError(f"{key}={props.values[key]!r} is not a number", path=props.path) from None
+
+
+@dataclass
+class State:
+    """What a DLedger folder's property files say (DLedgerMmapFileStore.loadCheckPoint,
+    MemberState.loadTerm: neither falls back to the .bak)."""
+
+    dir: Path
+    self_id: str
+    checkpoint: PropertyFile | None
+    currterm: PropertyFile | None
+
+    @property
+    def committed_index(self) -> int | None:
+        return _long(self.checkpoint, fmt.COMMITTED_INDEX_KEY)
+
+    @property
+    def end_index(self) -> int | None:
+        return _long(self.checkpoint, fmt.END_INDEX_KEY)
+
+    @property
+    def term(self) -> int:
+        return _long(self.currterm, fmt.TERM_KEY) or 0
+
+    @property
+    def vote_leader(self) -> str | None:
+        return (self.currterm.values.get(fmt.VOTE_LEADER_KEY) or None) if self.currterm else None
+
+    def to_json(self) -> dict:
+        return {"dledgerDir": str(self.dir), "selfId": self.self_id, "currTerm": self.term,
+                "voteLeader": self.vote_leader, "committedIndex": self.committed_index,
+                "checkpointEndIndex": self.end_index}
+
+
+def self_id_of(directory: Path) -> str:
+    """dledger-<selfId> (DLedgerCommitLog's storeBaseDir) or <group>-<selfId>."""
+    name = Path(directory).name
+    return name.split("-", 1)[1] if "-" in name else name
+
+
+def read_state(directory: Path) -> State:
+    directory = Path(directory)
+    return State(directory, self_id_of(directory), read_properties(directory / CHECKPOINT),
+                 read_properties(directory / CURRTERM))
+
+
+# ------------------------------------------------------------------ index units
+class IndexUnits:
+    """The entry index files (DLedger's `index/`): unit i at byte i * 32 across the files."""
+
+    def __init__(self, directory: Path, file_size: int | None = None):
+        from mqtool.storage.layout import list_store_files
+        from mqtool.storage.mappedfilequeue import MappedFileQueue
+
+        files = sorted(list_store_files(directory), key=lambda f: f.name)
+        sizes = [f.size for f in files if f.size]
+        size = file_size or (max(set(sizes), key=sizes.count) if sizes else fmt.INDEX_FILE_SIZE)
+        self.queue = MappedFileQueue([f.path for f in files], size, writable=False, strict=False)
+
+    def unit(self, index: int) -> fmt.IndexUnit | None:
+        """The unit of entry index, None when no file holds its bytes."""
+        offset = index * fmt.INDEX_UNIT_SIZE
+        mf = self.queue.find_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + fmt.INDEX_UNIT_SIZE > mf.file_size:
+            return None
+        return fmt.decode_index_unit(mf.buf, pos)
+
+    def units(self):
+        """(file, position, unit) of every unit up to the first zero one (DLedger writes them in order)."""
+        for mf in self.queue.files:
+            for pos in range(0, mf.file_size - fmt.INDEX_UNIT_SIZE + 1, fmt.INDEX_UNIT_SIZE):
+                unit = fmt.decode_index_unit(mf.buf, pos)
+                if unit.magic == 0 and unit.size == 0 and unit.pos == 0:
+                    return
+                yield mf, pos, unit
+                if pos % (1 << 20) == 0:
+                    mf.drop_pages_before(pos)
+
+    def close(self) -> None:
+        self.queue.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def unit_problem(entry: Entry, unit: fmt.IndexUnit | None) -> str | None:
+    """Why an entry's index unit does not match its header (what DLedger's recovery compares)."""
+    if unit is None:
+        return "no index unit"
+    h = entry.header
+    for name, mine, theirs in (("magic", h.magic, unit.magic), ("size", h.size, unit.size),
+                               ("index", h.index, unit.index), ("term", h.term, unit.term),
+                               ("pos", entry.offset, unit.pos)):
+        if mine != theirs:
+            return f"index unit {name} {theirs} != the entry's {mine}"
+    return None
