@@ -14,6 +14,7 @@ import errno
 import os
 from dataclasses import dataclass, field
 
+from mqtool.errors import NotAStoreError
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
@@ -469,7 +470,10 @@ def _display(path, path_display) -> str:
 
 
 def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
-    """The store's commitlog files as a read-only queue (forensic: strict=False)."""
+    """The store's commitlog files as a read-only queue (forensic: strict=False).  In DLedger
+    mode these are DLedger's data files (walk_file reads the records in their entries)."""
+    if layout.mixed_dledger:
+        raise NotAStoreError(layout.mixed_dledger, path=layout.root)
     paths = [f.path for f in layout.commitlog_files()]
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
 

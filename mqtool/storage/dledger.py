@@ -315,3 +315,63 @@ def unit_problem(entry: Entry, unit: fmt.IndexUnit | None) -> str | None:
         if mine != theirs:
             return f"index unit {name} {theirs} != the entry's {mine}"
     return None
+
+
+# ------------------------------------------------------------------ the ledger at a glance
+@dataclass
+class Ledger:
+    """A DLedger store's ledger as its files say: the first and last entries the walk accepts, the
+    committed index from the checkpoint (capped at the end, as updateCommittedIndex caps it) and
+    where the committed entries end (committedPos: the broker's max commitlog offset)."""
+
+    state: State
+    begin_index: int = -1
+    end_index: int = -1
+    end_term: int = -1
+    data_end: int = 0          # the end of the last entry
+    committed_pos: int = -1    # the end of the committed index's entry (-1: none committed)
+
+    @property
+    def committed_index(self) -> int:
+        ci = self.state.committed_index
+        return -1 if ci is None or self.end_index < 0 else min(ci, self.end_index)
+
+    @property
+    def uncommitted(self) -> int:
+        return self.end_index - self.committed_index if self.end_index >= 0 else 0
+
+    def to_json(self) -> dict:
+        out = self.state.to_json()
+        out.update({"ledgerBeginIndex": self.begin_index, "ledgerEndIndex": self.end_index,
+                    "ledgerEndTerm": self.end_term, "committedIndex": self.committed_index,
+                    "committedPos": self.committed_pos, "dataEnd": self.data_end,
+                    "uncommittedEntries": self.uncommitted})
+        return out
+
+
+def read_ledger(layout, queue) -> Ledger:
+    """The ledger of layout (a DLedger store) whose data files queue holds: the first file's first
+    entry, the last file with entries walked, and the committed entry's index unit (a glance,
+    not a verify: `verify-crc` checks every entry)."""
+    ledger = Ledger(read_state(layout.dledger_dir))
+    files = queue.files
+    if not files:
+        return ledger
+    for item in walk_entries(files[0], stop=None, is_last=len(files) == 1):
+        if isinstance(item, Entry):
+            ledger.begin_index = item.header.index
+        break
+    for mf in reversed(files):
+        last = None
+        for item in walk_entries(mf, is_last=mf is files[-1], resync_after_damage=False):
+            if isinstance(item, Entry):
+                last = item
+        if last is not None:
+            ledger.end_index, ledger.end_term, ledger.data_end = last.header.index, last.header.term, last.end
+            break
+    if ledger.committed_index >= 0:
+        with IndexUnits(layout.dledger_dir / INDEX_DIR) as units:
+            unit = units.unit(ledger.committed_index)
+        if unit is not None and unit.magic == fmt.MAGIC_1:
+            ledger.committed_pos = unit.pos + unit.size
+    return ledger
