@@ -33,6 +33,15 @@ ALL_FIXTURES = {
 }
 UNDAMAGED = ["basic", "features", "multifile", "crash", "basic5"]
 DAMAGED = ["flipped-body-byte", "garbage-tail"]
+# DLedger mode (5.3.3): dledger3's archive holds three nodes' stores, each with its own expected read
+DLEDGER_FIXTURES = {
+    "dledger1": ("rocketmq-5.3.3-dledger/dledger1", "store", "expected-read.jsonl"),
+    "dledger3-n0": ("rocketmq-5.3.3-dledger/dledger3", "store-n0", "expected-read-n0.jsonl"),
+    "dledger3-n1": ("rocketmq-5.3.3-dledger/dledger3", "store-n1", "expected-read-n1.jsonl"),
+    "dledger3-n2": ("rocketmq-5.3.3-dledger/dledger3", "store-n2", "expected-read-n2.jsonl"),
+}
+ALL_FIXTURES.update({name: where for name, (where, _, _) in DLEDGER_FIXTURES.items()})
+DLEDGER = list(DLEDGER_FIXTURES)
 
 
 def fixture_dir(name: str) -> Path:
@@ -52,7 +61,8 @@ def load_jsonl(path: Path) -> list[dict]:
 
 
 def expected_read(name: str) -> list[dict]:
-    return load_jsonl(fixture_dir(name) / "expected-read.jsonl")
+    expected = DLEDGER_FIXTURES[name][2] if name in DLEDGER_FIXTURES else "expected-read.jsonl"
+    return load_jsonl(fixture_dir(name) / expected)
 
 
 @pytest.fixture(scope="session")
@@ -63,11 +73,13 @@ def extracted(tmp_path_factory):
 
     def get(name: str) -> Path:
         if name not in cache:
-            target = root / name
-            target.mkdir()
-            with tarfile.open(fixture_dir(name) / "store.tar.gz") as tar:
-                tar.extractall(target, filter="tar")
-            cache[name] = target / "store"
+            where = ALL_FIXTURES[name]
+            target = root / where.replace("/", "_")
+            if not target.exists():
+                target.mkdir()
+                with tarfile.open(fixture_dir(name) / "store.tar.gz") as tar:
+                    tar.extractall(target, filter="tar")
+            cache[name] = target / (DLEDGER_FIXTURES[name][1] if name in DLEDGER_FIXTURES else "store")
         return cache[name]
 
     return get
