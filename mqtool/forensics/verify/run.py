@@ -67,6 +67,7 @@ class Summary:
     by_kind: dict = field(default_factory=dict)
     seconds: float = 0.0         # the checking
     load_seconds: float = 0.0    # loading the compiled kernels first (about 0.15 s in a fresh process)
+    uncommitted: int | None = None   # DLedger: entries past the committed index
 
     def add(self, result: TaskResult, counted: bool = True) -> None:
         """counted False: a commitlog part run only for the cross-checks (its bytes are not the
@@ -90,7 +91,8 @@ class Summary:
                 "records": self.records, "blanks": self.blanks, "units": self.units, "entries": self.entries,
                 "timerUnits": self.timer_units, "skippedBytes": self.skipped, "problems": self.problems, "problemsByKind": self.by_kind,
                 "seconds": round(self.seconds, 3), "loadSeconds": round(self.load_seconds, 3),
-                "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None}
+                "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None,
+                **({"dledgerUncommittedEntries": self.uncommitted} if self.uncommitted is not None else {})}
 
 
 def all_scopes(layout) -> tuple:
@@ -184,12 +186,29 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     if "cq" in scopes:
         batch = batchqueues.check(layout, runs, emit, display)     # batch topics: covered by their batch queues
         _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit)
+    if layout.is_dledger() and "commitlog" in scopes:   # the entries as a ledger (their walk is the parts')
+        summary.uncommitted = _ledger(layout, emit, display)
     if "timer" in scopes:          # one task after the others: the timer files are small
         timer = timer_task(layout)
         _report("timer", timer, scopes, emit, on_progress)
         summary.add(timer)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _ledger(layout, emit, display) -> int:
+    """A DLedger store's entries against each other and their index units (forensics/dledgerscan);
+    the entry walk's own problems were reported by the commitlog parts.  Returns how many entries
+    are past the committed index (uncommitted: no damage)."""
+    from mqtool.forensics import dledgerscan
+
+    tally = dledgerscan.LedgerScan()
+    for item in dledgerscan.scan(layout, tally, display):
+        if isinstance(item, dledgerscan.Checked):
+            e = item.entry
+            for kind, message, expected, found in item.problems:
+                emit(Finding("commitlog", kind, e.path, e.file_pos, e.offset, message, expected, found))
+    return tally.uncommitted
 
 
 def _sticks_out(pointer: Pointers, spans) -> bool:
