@@ -361,3 +361,29 @@ def test_diff_of_a_master_and_a_slave_that_copied_a_prefix(where, extracted, tmp
     assert (problems == []) == (where == "boundary")
     if problems:
         assert problems[0]["side"] == "B" and problems[0]["offset"] == records[k]["offset"]
+
+
+def test_rebuild_cq_dispatches_the_committed_entries_only(store_copy, run_cli):
+    """After a clean shutdown a broker's reput stops at committedPos: entries past the committed
+    index get no consume queue units until a quorum confirms them."""
+    store = store_copy("dledger1")
+    _set_committed(store, 150)
+    result = run_cli("rebuild-cq", store, *SIZES)
+    assert result.code == 0, result.err
+    end = _entry("dledger1", 151)["pos"]
+    assert _units(run_cli, store) == [u for u in _broker_units("dledger1") if u[3] < end]
+    assert len(_units(run_cli, store)) == 151
+
+
+def test_recover_after_a_clean_shutdown_dispatches_up_to_the_committed_entries(store_copy, run_cli):
+    store = store_copy("dledger1")
+    _set_committed(store, 150)
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "index")
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.err
+    (plan,) = result.json_lines()
+    assert plan["mode"] == "normal" and plan["cut"] == 298695
+    assert plan["dispatchEnd"] == _entry("dledger1", 151)["pos"]
+    assert len(_units(run_cli, store)) == 151
+    assert len(list(data_dir(store).iterdir())) == 5          # the uncommitted entries stay

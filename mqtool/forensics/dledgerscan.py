@@ -36,6 +36,9 @@ class LedgerScan:
     problems: int = 0
     end_offset: int | None = None
     first_uncommitted: int | None = None   # the index of the first entry past the committed one
+    # (topic, queueId) -> the first queue offset an uncommitted record holds: a broker's reput has
+    # not dispatched it yet, so its queue may end before it
+    uncommitted_queues: dict = field(default_factory=dict)
 
 
 def scan(layout, tally: LedgerScan, display=None, *, offset_from: int | None = None, offset_to: int | None = None):
@@ -78,6 +81,9 @@ def scan(layout, tally: LedgerScan, display=None, *, offset_from: int | None = N
                         tally.uncommitted += 1
                         if tally.first_uncommitted is None:
                             tally.first_uncommitted = h.index
+                        record = commitlog.record_at(queue, item.record_offset)
+                        if not isinstance(record, str):
+                            tally.uncommitted_queues.setdefault((record.topic, record.queue_id), record.queue_offset)
                     yield checked
                     continue
                 if isinstance(item, EndOfData):

@@ -207,7 +207,7 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     chunk_records: records a chunk at most (CHUNK_RECORDS by default; a chunk's file pages are let go
     once the next is asked for).
     """
-    if _is_dledger(mf):
+    if is_dledger_file(mf):
         yield from _walk_dledger_file(mf, start=start, stop=stop, check_crc=check_crc, is_last=is_last,
                                       display_path=display_path, resync_after_damage=resync_after_damage,
                                       scanner=scanner, parse_props=parse_props, chunk_records=chunk_records)
@@ -314,8 +314,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                       "the file is full but does not end with a BLANK record")
 
 
-def _is_dledger(mf: MappedFile) -> bool:
-    """Is mf a DLedger data file (asked once per MappedFile)?"""
+def is_dledger_file(mf: MappedFile) -> bool:
+    """Is mf a DLedger data file, its records in entries at pos + 48 (asked once per MappedFile)?"""
     known = getattr(mf, "dledger", None)
     if known is None:
         from mqtool.storage import dledger

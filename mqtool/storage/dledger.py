@@ -375,3 +375,15 @@ def read_ledger(layout, queue) -> Ledger:
         if unit is not None and unit.magic == fmt.MAGIC_1:
             ledger.committed_pos = unit.pos + unit.size
     return ledger
+
+
+def dispatch_end(layout, queue) -> int | None:
+    """Where a broker's dispatch of the DLedger store `layout` ends: after a clean shutdown, the
+    end of the committed entries (committedPos: ReputMessageService reads no further, as
+    DLedgerCommitLog.getData stops there); None (every entry the walk accepts) after a crash
+    (abort file: dledgerRecoverAbnormally dispatches them all), without a committed index in the
+    checkpoint (the node commits its entries once it leads), or for a plain store."""
+    if not layout.is_dledger() or layout.abort_path.exists():
+        return None
+    ledger = read_ledger(layout, queue)
+    return ledger.committed_pos if ledger.committed_index >= 0 else None

@@ -46,7 +46,7 @@ from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name
 from mqtool.native import fastscan
-from mqtool.storage import census, commitlog, timerstore
+from mqtool.storage import census, commitlog, dledger, timerstore
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
 
@@ -183,11 +183,12 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     if "commitlog" in scopes:
         for finding in order_findings:
             emit(finding)
+    undispatched = {}
+    if layout.is_dledger() and ("commitlog" in scopes or "cq" in scopes):   # the entries as a ledger
+        summary.uncommitted, undispatched = _ledger(layout, emit if "commitlog" in scopes else None, display)
     if "cq" in scopes:
         batch = batchqueues.check(layout, runs, emit, display)     # batch topics: covered by their batch queues
-        _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit)
-    if layout.is_dledger() and "commitlog" in scopes:   # the entries as a ledger (their walk is the parts')
-        summary.uncommitted = _ledger(layout, emit, display)
+        _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit, undispatched)
     if "timer" in scopes:          # one task after the others: the timer files are small
         timer = timer_task(layout)
         _report("timer", timer, scopes, emit, on_progress)
@@ -196,19 +197,22 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     return summary
 
 
-def _ledger(layout, emit, display) -> int:
+def _ledger(layout, emit, display) -> tuple[int, dict]:
     """A DLedger store's entries against each other and their index units (forensics/dledgerscan);
     the entry walk's own problems were reported by the commitlog parts.  Returns how many entries
-    are past the committed index (uncommitted: no damage)."""
+    are past the committed index (uncommitted: no damage), and per queue the first queue offset
+    such an entry holds (the queue may end before it)."""
     from mqtool.forensics import dledgerscan
 
     tally = dledgerscan.LedgerScan()
     for item in dledgerscan.scan(layout, tally, display):
-        if isinstance(item, dledgerscan.Checked):
+        if isinstance(item, dledgerscan.Checked) and emit is not None:
             e = item.entry
             for kind, message, expected, found in item.problems:
                 emit(Finding("commitlog", kind, e.path, e.file_pos, e.offset, message, expected, found))
-    return tally.uncommitted
+    with commitlog.open_queue(layout) as queue:     # a crashed store's broker dispatches them all
+        dispatched_all = dledger.dispatch_end(layout, queue) is None
+    return tally.uncommitted, {} if dispatched_all else tally.uncommitted_queues
 
 
 def _sticks_out(pointer: Pointers, spans) -> bool:
@@ -265,8 +269,9 @@ def _outside(layout, pointer: Pointers, spans) -> list[Finding]:
     return findings
 
 
-def _coverage(results, runs, emit) -> None:
-    """Every queue holds every record the commitlog has for it."""
+def _coverage(results, runs, emit, undispatched=None) -> None:
+    """Every queue holds every record the commitlog has for it (in a DLedger store, every committed
+    one: undispatched gives per queue the first queue offset of an uncommitted record)."""
     queue_max, queue_min = {}, {}
     for scope, r in results:
         if scope == "cq":
@@ -276,12 +281,14 @@ def _coverage(results, runs, emit) -> None:
         queue_id = run.queue_id
         where = f"consumequeue/{run.topic}/{queue_id}"
         have = queue_max.get((run.topic, queue_id))
+        if have is None and (undispatched or {}).get((run.topic, queue_id), run.first + 1) <= run.first:
+            continue      # a DLedger queue whose every record is uncommitted: not dispatched yet
         if have is None:
             emit(Finding("cq", "cq-missing", where, None, run.first_offset,
                          f"the commitlog holds queue offsets {run.first}..{run.last} of {run.topic}/{queue_id} "
                          "but there is no consume queue for it"))
             continue
-        if have <= run.last:
+        if have <= run.last and have < (undispatched or {}).get((run.topic, queue_id), have + 1):
             emit(Finding("cq", "cq-behind", where, None, run.last_offset,
                          f"the consume queue ends at {have} but the commitlog holds queue offsets up to "
                          f"{run.last}", expected=run.last + 1, found=have))
