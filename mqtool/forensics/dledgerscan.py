@@ -49,7 +49,7 @@ def scan(layout, tally: LedgerScan, display=None, *, offset_from: int | None = N
     committed = -1 if committed is None else committed
     show = display or str
     prev_index = prev_term = None
-    with commitlog.open_queue(layout) as queue, dledger.IndexUnits(layout.dledger_dir / dledger.INDEX_DIR) as units:
+    with commitlog.open_queue(layout) as queue, dledger.IndexUnits(layout.dledger_index_files()) as units:
         for lp in queue.problems:
             tally.problems += 1
             yield Problem(lp.kind, show(lp.path), 0, lp.offset if lp.offset is not None else -1, lp.message)
@@ -103,7 +103,7 @@ def _inside(offset, low, high) -> bool:
 def index_units(layout, display=None):
     """(file shown, position, unit) of every index unit up to the first zero one."""
     show = display or str
-    with dledger.IndexUnits(layout.dledger_dir / dledger.INDEX_DIR) as units:
+    with dledger.IndexUnits(layout.dledger_index_files()) as units:
         for mf, pos, unit in units.units():
             yield show(mf.path), pos, unit
 

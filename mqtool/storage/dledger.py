@@ -24,6 +24,10 @@ from mqtool.errors import NotAStoreError
 from mqtool.formats import dledger as fmt
 from mqtool.formats.commitlog import Blank
 from mqtool.storage import fsutil
+from mqtool.storage.mappedfilequeue import MappedFileQueue
+from mqtool.storage.walkitems import EndOfData, Problem
+from mqtool.storage.walkitems import first_nonzero as _first_nonzero
+from mqtool.storage.walkitems import last_nonzero as _last_nonzero
 
 DATA_DIR, INDEX_DIR = "data", "index"
 CHECKPOINT, CURRTERM = "checkpoint", "currterm"
@@ -109,19 +113,19 @@ def entry_start(buf, start: int, limit: int, base: int) -> int:
 
 
 def walk_entries(mf, *, start: int = 0, stop: int | None = None, is_last: bool = True,
-                 display_path: str | None = None, resync_after_damage: bool = True):
+                 display_path: str | None = None, resync_after_damage: bool = True, aligned: bool = False):
     """Yield the entries of one DLedger data file from file position start on: Entry, Blank (the
-    file's end), commitlog.Problem, and EndOfData where the written data ends in this file.
-    stop: end at this position (an entry boundary).  Without resync_after_damage the walk ends
-    at the first entry DLedger's recovery would not accept."""
-    from mqtool.storage.commitlog import EndOfData, Problem, _first_nonzero, _last_nonzero
-
+    file's end), Problem, and EndOfData where the written data ends in this file.  stop: end at
+    this position (an entry boundary).  Without resync_after_damage the walk ends at the first
+    entry DLedger's recovery would not accept.  aligned: start is where an entry (or a blank, or
+    the zeros after the data) is, as the walk itself found; else see entry_start."""
     buf = mf.buf
     limit = mf.file_size if stop is None else stop
     base = mf.file_from_offset
     path = display_path or str(mf.path)
-    mf.advise_sequential()
-    pos = entry_start(buf, start, limit, base)
+    if not aligned:
+        mf.advise_sequential()
+    pos = start if aligned else entry_start(buf, start, limit, base)
     while pos < limit:
         mf.drop_pages_before(pos)
         if limit - pos < 8:
@@ -263,11 +267,9 @@ def read_state(directory: Path) -> State:
 class IndexUnits:
     """The entry index files (DLedger's `index/`): unit i at byte i * 32 across the files."""
 
-    def __init__(self, directory: Path, file_size: int | None = None):
-        from mqtool.storage.layout import list_store_files
-        from mqtool.storage.mappedfilequeue import MappedFileQueue
-
-        files = sorted(list_store_files(directory), key=lambda f: f.name)
+    def __init__(self, files, file_size: int | None = None):
+        """files: the index files (layout.dledger_index_files())."""
+        files = sorted(files, key=lambda f: f.name)
         sizes = [f.size for f in files if f.size]
         size = file_size or (max(set(sizes), key=sizes.count) if sizes else fmt.INDEX_FILE_SIZE)
         self.queue = MappedFileQueue([f.path for f in files], size, writable=False, strict=False)
@@ -370,7 +372,7 @@ def read_ledger(layout, queue) -> Ledger:
             ledger.end_index, ledger.end_term, ledger.data_end = last.header.index, last.header.term, last.end
             break
     if ledger.committed_index >= 0:
-        with IndexUnits(layout.dledger_dir / INDEX_DIR) as units:
+        with IndexUnits(layout.dledger_index_files()) as units:
             unit = units.unit(ledger.committed_index)
         if unit is not None and unit.magic == fmt.MAGIC_1:
             ledger.committed_pos = unit.pos + unit.size

@@ -183,6 +183,10 @@ class StoreLayout:
                 "give the broker's settings with --config", path=files[0].path)
         return slots, 4 * slots
 
+    def dledger_index_files(self) -> list[FileInfo]:
+        """DLedger mode: the entry index files (dledger-<selfId>/index/)."""
+        return sorted(list_store_files(self.dledger_dir / dledger.INDEX_DIR), key=lambda f: f.name)
+
     def is_dledger(self) -> bool:
         """DLedger mode: the commitlog is DLedger's data files, each message the body of an entry
         (storage/dledger.py); every reader of the commitlog reads it as one."""
