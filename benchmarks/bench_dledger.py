@@ -9,7 +9,8 @@ rewritten to its entry's pos + 48 (and its body CRC kept: the body is unchanged)
 `dledger-n0/data/`, with a `checkpoint` saying every entry is committed.  Both measured from a
 warm page cache, each command's own JSON time where it reports one:
 
-- `verify-crc --scope commitlog` (the compiled walk and CRCs): its `seconds`;
+- `verify-crc --scope commitlog` (the compiled walk and CRCs; on DLedger also every entry against
+  the one before and its index unit): its `seconds`;
 - `stats` (the compiled walk and per-queue aggregation): its `seconds`;
 - `dump commitlog --json --no-body` wall time (the columnar path for big stores).
 
@@ -52,6 +53,7 @@ def convert(plain: Path, target: Path, file_size: int) -> int:
     paths = sorted((plain / "commitlog").iterdir())
     queue = MappedFileQueue(paths, paths[0].stat().st_size, strict=False)
     out, out_start, pos, index = None, -file_size, 0, 0
+    units = open(target / "dledger-n0" / "index" / f"{0:020d}", "wb")
 
     def roll(start):
         nonlocal out, out_start
@@ -76,14 +78,15 @@ def convert(plain: Path, target: Path, file_size: int) -> int:
             struct.pack_into(">q", body, PHYSICAL_OFFSET_AT, pos + fmt.HEADER_SIZE)
             out.write(fmt.encode_header(fmt.EntryHeader(fmt.MAGIC_1, size, index, 0, pos, 0, 0, 0, len(body))))
             out.write(body)
+            units.write(struct.pack(">iqiqq", fmt.MAGIC_1, pos, size, index, 0))
             pos += size
             index += 1
     finally:
         out.truncate(file_size)
         out.close()
         queue.close()
-    with open(target / "dledger-n0" / "index" / f"{0:020d}", "wb") as fh:   # (units not written: not read here)
-        fh.truncate(fmt.INDEX_FILE_SIZE)
+    units.truncate(fmt.INDEX_FILE_SIZE)
+    units.close()
     (target / "dledger-n0" / "checkpoint").write_text(f"committedIndex={index - 1}\nendIndex={index - 1}\n")
     (target / "dledger-n0" / "currterm").write_text("voteLeader=n0\ncurrTerm=0\n")
     return index
@@ -120,7 +123,7 @@ def main(argv=None) -> int:
     parser.add_argument("--file-size", type=storegen.parse_size, default=storegen.parse_size("64M"))
     args = parser.parse_args(argv)
     plain, manifest = storegen.ensure_store(args.size, args.file_size)
-    twin = storegen.WORK / (plain.name + "-dledger")
+    twin = storegen.WORK / (plain.name + "-dledger2")
     if not (twin / "dledger-n0" / "checkpoint").exists():
         shutil.rmtree(twin, ignore_errors=True)
         entries = convert(plain, twin, args.file_size)

@@ -306,17 +306,78 @@ class IndexUnits:
         self.close()
 
 
-def unit_problem(entry: Entry, unit: fmt.IndexUnit | None) -> str | None:
-    """Why an entry's index unit does not match its header (what DLedger's recovery compares)."""
-    if unit is None:
-        return "no index unit"
-    h = entry.header
-    for name, mine, theirs in (("magic", h.magic, unit.magic), ("size", h.size, unit.size),
-                               ("index", h.index, unit.index), ("term", h.term, unit.term),
-                               ("pos", entry.offset, unit.pos)):
-        if mine != theirs:
-            return f"index unit {name} {theirs} != the entry's {mine}"
-    return None
+def _be(raw, width: int):
+    """Big-endian signed integers from rows of raw bytes (n x width uint8)."""
+    import numpy as np
+
+    return np.ascontiguousarray(raw).view(">i8" if width == 8 else ">i4").reshape(-1).astype(np.int64)
+
+
+def read_fields(buf, positions, fields) -> dict:
+    """Integer fields (name -> (offset, width)) of records at file positions (an int64 array) of
+    buf, read for all positions at once."""
+    import numpy as np
+
+    array = np.frombuffer(buf, dtype=np.uint8)
+    out = {}
+    for name, (at, width) in fields.items():
+        out[name] = _be(array[positions[:, None] + (at + np.arange(width))], width)
+    return out
+
+
+HEADER_FIELDS = {"magic": (0, 4), "size": (4, 4), "index": (8, 8), "term": (16, 8), "pos": (24, 8)}
+UNIT_FIELDS = {"magic": (0, 4), "pos": (4, 8), "size": (12, 4), "index": (16, 8), "term": (24, 8)}
+
+
+def gather_units(units: "IndexUnits", index):
+    """The index units of entries `index` (an int64 array): UNIT_FIELDS arrays, and `present`
+    (False where no index file holds the unit)."""
+    import numpy as np
+
+    n = len(index)
+    out = {name: np.zeros(n, dtype=np.int64) for name in UNIT_FIELDS}
+    out["present"] = np.zeros(n, dtype=np.bool_)
+    offsets = index * fmt.INDEX_UNIT_SIZE
+    for mf in units.queue.files:
+        inside = (offsets >= mf.file_from_offset) & (offsets + fmt.INDEX_UNIT_SIZE <= mf.file_from_offset + mf.file_size)
+        if not inside.any():
+            continue
+        got = read_fields(mf.buf, offsets[inside] - mf.file_from_offset, UNIT_FIELDS)
+        for name, values in got.items():
+            out[name][inside] = values
+        out["present"][inside] = True
+    return out
+
+
+def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
+    """The ledger checks of one file's run of entries (headers: HEADER_FIELDS arrays, entry
+    order; prev: (index, term) of the entry before them, or None): each index follows the one
+    before by one, no term goes down, each index unit says the entry's magic, pos, size, index
+    and term (what DLedgerMmapFileStore.recover compares).  Returns (row, kind, message, expected,
+    found) per problem, in row order."""
+    import numpy as np
+
+    index, term = headers["index"], headers["term"]
+    if not len(index):
+        return []
+    before_index = np.concatenate([[prev[0] if prev else index[0] - 1], index[:-1]])
+    before_term = np.concatenate([[prev[1] if prev else term[0]], term[:-1]])
+    found = []
+    for row in np.flatnonzero(index != before_index + 1):
+        found.append((int(row), "entry-index-gap", f"entry index {index[row]} follows {before_index[row]}",
+                      int(before_index[row] + 1), int(index[row])))
+    for row in np.flatnonzero(term < before_term):
+        found.append((int(row), "entry-term-back", f"term {term[row]} after term {before_term[row]}",
+                      int(before_term[row]), int(term[row])))
+    unit = gather_units(units, index)
+    for row in np.flatnonzero(~unit["present"]):
+        found.append((int(row), "index-unit-mismatch", f"entry {index[row]}: no index unit", None, None))
+    for name in ("magic", "size", "index", "term", "pos"):
+        for row in np.flatnonzero(unit["present"] & (unit[name] != headers[name])):
+            found.append((int(row), "index-unit-mismatch",
+                          f"entry {index[row]}: index unit {name} {unit[name][row]} != the entry's {headers[name][row]}",
+                          int(headers[name][row]), int(unit[name][row])))
+    return sorted(found, key=lambda f: f[0])
 
 
 # ------------------------------------------------------------------ the ledger at a glance

@@ -201,15 +201,14 @@ def _ledger(layout, emit, display) -> tuple[int, dict]:
     """A DLedger store's entries against each other and their index units (forensics/dledgerscan);
     the entry walk's own problems were reported by the commitlog parts.  Returns how many entries
     are past the committed index (uncommitted: no damage), and per queue the first queue offset
-    such an entry holds (the queue may end before it)."""
+    such an entry holds (the queue may end before it, unless a crash makes a broker dispatch them)."""
     from mqtool.forensics import dledgerscan
 
-    tally = dledgerscan.LedgerScan()
-    for item in dledgerscan.scan(layout, tally, display):
-        if isinstance(item, dledgerscan.Checked) and emit is not None:
-            e = item.entry
-            for kind, message, expected, found in item.problems:
-                emit(Finding("commitlog", kind, e.path, e.file_pos, e.offset, message, expected, found))
+    def on_problem(path, file_pos, offset, kind, message, expected, found):
+        if emit is not None:
+            emit(Finding("commitlog", kind, display(path), file_pos, offset, message, expected, found))
+
+    tally = dledgerscan.check_ledger(layout, on_problem, fastscan)
     with commitlog.open_queue(layout) as queue:     # a crashed store's broker dispatches them all
         dispatched_all = dledger.dispatch_end(layout, queue) is None
     return tally.uncommitted, {} if dispatched_all else tally.uncommitted_queues
