@@ -387,3 +387,88 @@ def test_recover_after_a_clean_shutdown_dispatches_up_to_the_committed_entries(s
     assert plan["dispatchEnd"] == _entry("dledger1", 151)["pos"]
     assert len(_units(run_cli, store)) == 151
     assert len(list(data_dir(store).iterdir())) == 5          # the uncommitted entries stay
+
+
+@pytest.mark.parametrize("file", ["dledger-n0/checkpoint", "dledger-n0/currterm", "dledger-n0/index/00000000000000000000"])
+def test_dledgers_own_files_are_not_dumped_as_rocketmq_files(file, extracted, run_cli):
+    result = run_cli("dump", extracted("dledger1") / file)
+    assert result.code == 2 and "dump STORE dledger" in result.err and "Traceback" not in result.err
+
+
+# ------------------------------------------------------------------ hostile DLedger stores
+
+READERS = [
+    ("info", "--json", "{store}"),
+    ("dump", "{store}", "commitlog", "--json", "--no-body"),
+    ("dump", "{store}", "dledger", "--json"),
+    ("verify-crc", "{store}"),
+    ("lookup-by-key", "{store}", "--topic", "OrderTopicD", "ord-12"),
+    ("stats", "{store}"),
+    ("diff", "{store}", "{pristine}", "--json"),
+    ("recover", "--dry-run", "{store}"),
+]
+
+
+def _mutate(store: Path, rng) -> str:
+    """One random change to a DLedger copy's data, index or state files."""
+    data = sorted(data_dir(store).iterdir())
+    folder = data_dir(store).parent
+    what = rng.choice(["flip", "zero", "truncate", "garbage-state", "index-flip"])
+    if what in ("flip", "zero"):
+        path = rng.choice(data)
+        at = rng.randrange(0, 65536 - 64)
+        _patch(path, at, bytes(rng.randrange(256) for _ in range(4)) if what == "flip" else bytes(48))
+        return f"{what} {path.name}@{at}"
+    if what == "truncate":
+        path = rng.choice(data)
+        size = rng.randrange(0, 65536)
+        os.truncate(path, size)
+        return f"truncate {path.name} to {size}"
+    if what == "garbage-state":
+        name = rng.choice(["checkpoint", "currterm"])
+        (folder / name).write_bytes(bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40))))
+        return f"garbage {name}"
+    at = rng.randrange(0, 100) * fmt.INDEX_UNIT_SIZE + rng.randrange(32)
+    _patch(folder / "index" / "00000000000000000000", at, bytes([rng.randrange(256)]))
+    return f"index byte {at}"
+
+
+def light_snapshot(root) -> dict:
+    """snapshot() (test_info_and_layout), with files of 16 MiB or more (DLedger's index file) by
+    their size and times only: hashing its 160 MiB for every command would be most of the time."""
+    state = {}
+    for dirpath, _, filenames in os.walk(root):
+        st = os.stat(dirpath)
+        state[dirpath] = ("dir", st.st_mtime_ns, st.st_atime_ns)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.stat(path)
+            if st.st_size >= 1 << 24:
+                state[path] = (st.st_size, st.st_mtime_ns, st.st_atime_ns)
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOATIME)
+            try:
+                state[path] = (os.read(fd, st.st_size + 1), st.st_mtime_ns, st.st_atime_ns)
+            finally:
+                os.close(fd)
+    return state
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_no_command_fails_inside_on_a_damaged_dledger_store(seed, store_copy, extracted, run_cli):
+    import random
+
+    rng = random.Random(26_000 + seed)
+    store = store_copy("dledger3-n2")
+    said = [_mutate(store, rng) for _ in range(rng.choice([1, 2]))]
+    for command in READERS:
+        args = [a.format(store=store, pristine=extracted("dledger3-n0")) for a in command]
+        before = light_snapshot(store)
+        result = run_cli(*args)
+        assert result.code in (0, 1, 2, 3, 4), (said, args, result.code, result.err)
+        assert "Traceback" not in result.err and "internal error" not in result.err, (said, args, result.err)
+        assert light_snapshot(store) == before, (said, args)
+    result = run_cli("recover", store)
+    assert result.code in (0, 1, 3, 4) and "internal error" not in result.err, (said, result.err)
+    if result.code == 0:
+        assert run_cli("verify-crc", store).code == 0, said

@@ -40,6 +40,10 @@ COLUMNAR_FROM = 64 << 20  # commitlog bytes from which JSON lines take the colum
 
 
 def _infer_kind(path: Path) -> str:
+    folder = path.parent.parent if path.parent.name == dledger.INDEX_DIR else path.parent
+    if (folder / dledger.DATA_DIR).is_dir() and dledger.is_dledger_dir(folder):
+        raise UsageError(f"{path} is one of DLedger's own files (state or entry index): `mqtool dump STORE "
+                         "dledger` shows them with the entries, `mqtool info STORE` the state")
     if path.name in ("checkpoint", "timerwheel", "timercheck"):
         return path.name
     if is_offset_name(path.name) and path.parent.name == "timerlog":
