@@ -11,6 +11,7 @@ import shutil
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_info_and_layout import snapshot
 
@@ -47,6 +48,12 @@ def test_schemas_and_fast_decoders_read_the_brokers_bytes_alike(name, extracted)
             (entry["magic"], entry["size"], entry["index"], entry["term"], entry["storedPos"], entry["bodyLength"])
         assert tuple(fast) == tuple(v for k, v in parsed.items() if not k.startswith("_"))
         assert fmt.ENTRY_HEADER.build(parsed) == raw == fmt.encode_header(fast)
+    for file_name in sorted({e["file"] for e in of_type(name, "dledger_entry")}):   # the vectorised reader too
+        entries = [e for e in of_type(name, "dledger_entry") if e["file"] == file_name]
+        positions = np.array([e["filePos"] for e in entries], dtype=np.int64)
+        got = dledger.read_fields((data / file_name).read_bytes(), positions, dledger.HEADER_FIELDS)
+        assert [list(map(int, row)) for row in zip(*(got[k] for k in ("magic", "size", "index", "term", "pos")))] == \
+            [[e["magic"], e["size"], e["index"], e["term"], e["storedPos"]] for e in entries]
     for blank in of_type(name, "dledger_blank"):
         raw = (data / blank["file"]).read_bytes()[blank["pos"] % 65536:][:8]
         assert fmt.BLANK.parse(raw).size == blank["declaredSize"]
