@@ -479,3 +479,28 @@ def test_no_command_fails_inside_on_a_damaged_dledger_store(seed, store_copy, ex
     assert result.code in (0, 1, 3, 4) and "internal error" not in result.err, (said, result.err)
     if result.code == 0:
         assert run_cli("verify-crc", store).code == 0, said
+
+
+def test_diff_of_replicas_that_hold_a_different_message_at_one_offset(extracted, tmp_path, run_cli):
+    """Past the common prefix messages are matched by identity: one record rewritten (another
+    UNIQ_KEY, same size) is one message only in A and one only in B; every later one is held by
+    both."""
+    name = "multifile"
+    records = of_type(name, "commitlog_record")
+    k = len(records) // 2
+    record = records[k]
+    other = tmp_path / "other"
+    shutil.copytree(extracted(name), other)
+    path = sorted(p for p in (other / "commitlog").iterdir() if int(p.name) <= record["offset"])[-1]
+    raw = path.read_bytes()
+    at = raw.index(record["message"]["uniqKey"].encode(), record["offset"] - int(path.name))
+    _patch(path, at, b"F" if raw[at:at + 1] != b"F" else b"E")
+    result = run_cli("diff", extracted(name), other, "--json")
+    assert result.code == 1
+    lines = result.json_lines()
+    summary = lines[-1]
+    assert (summary["divergedAt"], summary["reason"]) == (record["offset"], "different records at this offset")
+    assert summary["commonRecords"] == k
+    only = [(l["side"], l["offset"]) for l in lines if l["type"] == "only"]
+    assert only == [("A", record["offset"]), ("B", record["offset"])]
+    assert summary["heldByBothPastDivergence"] == len(records) - k - 1

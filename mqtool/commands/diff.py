@@ -43,7 +43,9 @@ def cli(store_a, store_b, config_path, settings, as_json):
         else:
             output.note(f"{side.name}: {problem.path} at byte {problem.file_offset}: {problem.kind}: {problem.message}")
 
-    result = replicadiff.diff(layout_a, layout_b, on_only=on_only, on_problem=on_problem)
+    from mqtool.native import fastscan   # the common prefix at compiled speed
+
+    result = replicadiff.diff(layout_a, layout_b, on_only=on_only, on_problem=on_problem, scanner=fastscan)
     summary = result.to_json()
     if table is None:
         output.emit_json(summary)

@@ -81,8 +81,8 @@ def message_line(side: Side, record: Record, fields: dict) -> dict:
             "storeTimestamp": fields["storeTimestamp"]}
 
 
-def _records(side: Side, queue, start: int, on_problem):
-    for entry in commitlog.walk(queue, start=start, check_crc=True):
+def _records(side: Side, queue, start: int, on_problem, aligned: bool = False):
+    for entry in commitlog.walk(queue, start=start, check_crc=True, aligned=aligned):
         if isinstance(entry, Record) and not entry.crc_ok():   # a torn record (a copy cut mid-record)
             entry = Problem("crc-mismatch", str(queue.find_by_offset(entry.offset).path), 0, entry.offset,
                             f"the record at {entry.offset} fails its body CRC: not counted as a message")
@@ -107,9 +107,58 @@ def _entry_at(queue, record_offset: int) -> dict | None:
     return {"index": header.index, "term": header.term, "pos": pos}
 
 
-def diff(layout_a, layout_b, *, on_only=None, on_problem=None) -> DiffResult:
+RUN_RECORDS = 8192    # the compiled walk's chunks while the two stores' bytes are compared
+
+
+def _identical_run(qa, qb, start: int, scanner, dledger: bool) -> tuple[int, int]:
+    """(records, end): how many of A's records from start B holds byte for byte at the same
+    offsets (their DLedger entries too), found by the compiled walk of A and a comparison of the
+    two files' bytes, a chunk of records at a time; end: where the last of them ends.  Stops at
+    the first record that differs, fails its CRC, or is damaged; the record-by-record comparison
+    goes on from there."""
+    import numpy as np
+
+    head = dledger_format.HEADER_SIZE if dledger else 0
+    count, end = 0, start
+    for entry in commitlog.walk(qa, start=start, check_crc=True, scanner=scanner, chunk_records=RUN_RECORDS):
+        if isinstance(entry, scanner.Chunk):
+            offsets, sizes, ok = entry.columns["offset"], entry.columns["size"], entry.columns["crc_ok"]
+        elif isinstance(entry, Record):
+            offsets, sizes = np.array([entry.offset]), np.array([entry.total_size])
+            ok = np.array([entry.crc_ok()])
+        elif isinstance(entry, Problem):
+            break
+        else:           # a blank, the end of the data
+            continue
+        if not len(offsets):
+            continue
+        lo, hi = int(offsets[0]) - head, int(offsets[-1] + sizes[-1])
+        mfa, mfb = qa.find_by_offset(lo), qb.find_by_offset(lo)
+        if mfa is None or mfb is None or mfb.file_from_offset != mfa.file_from_offset \
+                or hi - mfb.file_from_offset > mfb.file_size:
+            break
+        base = mfa.file_from_offset
+        equal = np.frombuffer(mfa.buf, np.uint8)[lo - base:hi - base] == \
+            np.frombuffer(mfb.buf, np.uint8)[lo - base:hi - base]
+        good = len(offsets)
+        if not equal.all():     # the records that end before the first byte that differs
+            good = int(np.searchsorted(offsets + sizes, lo + int(np.argmin(equal)), side="right"))
+        if not ok[:good].all():
+            good = int(np.argmin(ok[:good]))
+        del equal
+        mfb.drop_pages_before(hi - base, step=0)     # B is read here, not by a walk: let its pages go
+        if good:
+            count, end = count + good, int(offsets[good - 1] + sizes[good - 1])
+        if good < len(offsets):
+            break
+    return count, end
+
+
+def diff(layout_a, layout_b, *, on_only=None, on_problem=None, scanner=None) -> DiffResult:
     """Compare two replicas; on_only(side, record line) for each message only one holds (in
-    offset order, A's first), on_problem(side, Problem) for damage met on the way."""
+    offset order, A's first), on_problem(side, Problem) for damage met on the way.  scanner
+    (mqtool.native.fastscan): the common prefix is found by the compiled walk and a comparison
+    of bytes, the rest record by record."""
     a, b = Side("A", layout_a), Side("B", layout_b)
     result = DiffResult(a, b)
 
@@ -121,7 +170,14 @@ def diff(layout_a, layout_b, *, on_only=None, on_problem=None) -> DiffResult:
     with commitlog.open_queue(layout_a) as qa, commitlog.open_queue(layout_b) as qb:
         a.first_offset, b.first_offset = max(qa.min_offset, 0), max(qb.min_offset, 0)
         start = max(a.first_offset, b.first_offset)
-        ita, itb = _records(a, qa, start, problem), _records(b, qb, start, problem)
+        aligned = False
+        if scanner is not None and layout_a.is_dledger() == layout_b.is_dledger():
+            same, end = _identical_run(qa, qb, start, scanner, layout_a.is_dledger())
+            if same:                   # the walks go on where the last common record ends
+                result.common = a.records = b.records = same
+                a.end = b.end = start = end
+                aligned = True
+        ita, itb = _records(a, qa, start, problem, aligned), _records(b, qb, start, problem, aligned)
         x, y = next(ita, None), next(itb, None)
         while x is not None and y is not None and _same(x, y):
             result.common += 1
