@@ -74,8 +74,8 @@ def extracted(tmp_path_factory):
 
     def get(name: str) -> Path:
         if name not in cache:
-            where = ALL_FIXTURES[name]
-            target = root / where.replace("/", "_")
+            # one extraction per archive: dledger3's three nodes share theirs (named as the archive's folder)
+            target = root / (Path(ALL_FIXTURES[name]).name if name in DLEDGER_FIXTURES else name)
             if not target.exists():
                 target.mkdir()
                 with tarfile.open(fixture_dir(name) / "store.tar.gz") as tar:
