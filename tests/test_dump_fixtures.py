@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import ALL_FIXTURES, DAMAGED, UNDAMAGED, expected_read, fixture_dir
+from conftest import ALL_FIXTURES, DAMAGED, DLEDGER, UNDAMAGED, expected_read, fixture_dir
 
 MESSAGE_FIELDS = [
     "topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "bodyCRCRecomputed",
@@ -40,7 +40,7 @@ def dump_lines(run_cli, store, *args):
     return result, result.json_lines()
 
 
-@pytest.mark.parametrize("name", UNDAMAGED)
+@pytest.mark.parametrize("name", UNDAMAGED + DLEDGER)
 def test_dump_commitlog_reproduces_every_broker_field(name, extracted, run_cli):
     store = extracted(name)
     result, lines = dump_lines(run_cli, store, "commitlog")
@@ -71,7 +71,7 @@ def test_dump_commitlog_reproduces_every_broker_field(name, extracted, run_cli):
     assert summary["problems"] == 0
 
 
-@pytest.mark.parametrize("name", UNDAMAGED)
+@pytest.mark.parametrize("name", UNDAMAGED + DLEDGER)
 def test_dump_blanks_match_broker(name, extracted, run_cli):
     _, lines = dump_lines(run_cli, extracted(name), "commitlog", "--no-body")
     ours = [(l["offset"], l["size"]) for l in lines if l["type"] == "blank"]
@@ -79,7 +79,7 @@ def test_dump_blanks_match_broker(name, extracted, run_cli):
     assert ours == theirs
 
 
-@pytest.mark.parametrize("name", UNDAMAGED + DAMAGED)
+@pytest.mark.parametrize("name", UNDAMAGED + DAMAGED + DLEDGER)
 def test_dump_consumequeue_matches_broker_units(name, extracted, run_cli):
     result, lines = dump_lines(run_cli, extracted(name), "consumequeue")
     expected = [l for l in expected_read(name) if l["type"] == "cq_unit"]

@@ -184,24 +184,28 @@ def test_broker_conf_bad_value_is_a_usage_error_naming_the_line(store_copy, tmp_
 
 
 @pytest.mark.parametrize("folder", ["dledger-n0", "RaftNode00-n0"])
-def test_a_dledger_store_is_shown_but_its_commitlog_not_read(folder, store_copy, run_cli):
+def test_a_dledger_folder_beside_a_commitlog_is_a_mixed_store_not_read(folder, store_copy, run_cli):
     """DLedger's layouts: the old dledger-<id>/ and the default <group>-<selfId>/ with data/,
-    index/ and currterm.  info shows it; readers of the commitlog refuse (4); writers refuse (3)."""
+    index/ and currterm.  Beside a commitlog/ that holds files (a broker switched to DLedger reads
+    both, split at dividedCommitlogOffset) info shows it; readers and writers of the commitlog
+    refuse it as a store they do not read (4)."""
     store = store_copy("basic")
     (store / folder / "data").mkdir(parents=True)
     (store / folder / "index").mkdir()
     (store / folder / "currterm").write_text("0")
     info = run_cli("info", store, "--json")
     assert info.code == 0, info.err
-    census = {e["path"]: e for e in info.json_lines()[0]["census"]}
-    assert census[folder + "/"]["feature"] == "dledger" and census[folder + "/"]["status"] == "read-only"
+    shown = info.json_lines()[0]
+    census = {e["path"]: e for e in shown["census"]}
+    assert census[folder + "/"]["feature"] == "dledger"
+    assert "mixed" in shown["commitlog"]["notRead"]
     dump = run_cli("dump", store, "commitlog")
     assert dump.code == 4 and "DLedger" in dump.err and dump.err.count("\n") == 1
     recover = run_cli("recover", store)
-    assert recover.code == 3 and "dledger (enableDLegerCommitLog" in recover.err
+    assert recover.code == 4 and "mixed" in recover.err
 
 
-def test_dledger_enabled_in_conf_is_refused(store_copy, tmp_path, run_cli):
+def test_dledger_enabled_in_conf_beside_a_commitlog_is_not_read(store_copy, tmp_path, run_cli):
     conf = tmp_path / "broker.conf"
     conf.write_text("enableDLegerCommitLog=true\n")
     result = run_cli("dump", store_copy("basic"), "commitlog", "--config", conf)

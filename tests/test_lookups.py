@@ -19,9 +19,9 @@ from mqtool.formats.msgid import encode_offset_msgid
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.settings import open_layout
 
-from conftest import DAMAGED, UNDAMAGED, expected_read, fixture_dir, load_jsonl
+from conftest import DAMAGED, DLEDGER, UNDAMAGED, expected_read, fixture_dir, load_jsonl
 
-WITH_QUERIES = ["basic", "features", "multifile", "basic5", "batchcq5", "lmq5", "cqext5"]
+WITH_QUERIES = ["basic", "features", "multifile", "basic5", "batchcq5", "lmq5", "cqext5"] + DLEDGER
 FIELDS = [
     "topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "bodyCRCRecomputed",
     "flag", "sysFlag", "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
@@ -40,7 +40,10 @@ def holds_key(message: dict, topic: str, key: str) -> bool:
 def queries(name):
     """(query line, the broker's query_message lines) for each query of expected-query.jsonl."""
     result = []
+    node = name.rpartition("-")[2] if name.startswith("dledger3") else None   # one file for the group's nodes
     for line in load_jsonl(fixture_dir(name) / "expected-query.jsonl"):
+        if line.get("queriedNode") != node:
+            continue
         if line["type"] == "query":
             result.append((line, []))
         else:
@@ -118,7 +121,7 @@ def test_collisions_and_repeated_keys_in_the_features_store(extracted, run_cli):
     assert len(messages) == 1 and summary["duplicates"] == 1
 
 
-@pytest.mark.parametrize("name", UNDAMAGED)
+@pytest.mark.parametrize("name", UNDAMAGED + DLEDGER)
 def test_every_index_query_of_the_broker_is_answered(name, extracted, run_cli):
     """All keys of all records (the broker's index_query lines), in-process with one reader,
     and a sample through the command."""

@@ -110,6 +110,23 @@ def test_one_dataframe_holds_exactly_the_brokers_records(spark, fmt, extracted):
         assert len(mine) == end["records"]
 
 
+def test_dledger_stores_are_read_as_the_broker_reads_them(spark, fmt, extracted):
+    """DLedger peers: each record of their entries, at entry pos + 48, as RocketMQ reads it."""
+    names = ["dledger1", "dledger3-n0", "dledger3-n2"]
+    rows = rows_of(spark.read.format(fmt).option("withBody", "true").load(stores_arg(extracted, names)))
+    by_broker: dict = {}
+    for row in rows:
+        by_broker.setdefault(row["broker"], {})[row["commitLogOffset"]] = row
+    assert sorted(by_broker) == sorted(names)
+    for name in names:
+        mine, theirs = by_broker[name], broker_records(name)
+        assert sorted(mine) == sorted(theirs), name
+        for offset, expected in theirs.items():
+            assert_row_is_broker_record(mine[offset], expected)
+            assert mine[offset]["ok"] is True
+            assert "/data/" in mine[offset]["file"]
+
+
 def test_damaged_fixtures_flag_the_records_that_fail_their_checks(spark, fmt, extracted):
     df = spark.read.format(fmt).option("problems", "true").load(stores_arg(extracted, DAMAGED))
     rows = rows_of(df)

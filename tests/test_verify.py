@@ -14,7 +14,7 @@ import pytest
 from mqtool.formats import index as index_format
 from mqtool.storage import fsutil
 
-from conftest import UNDAMAGED, expected_read, fixture_dir
+from conftest import DLEDGER, UNDAMAGED, expected_read, fixture_dir
 
 
 def problems(run_cli, store, *args):
@@ -28,7 +28,7 @@ def records(name):
     return [l for l in expected_read(name) if l["type"] == "commitlog_record"]
 
 
-@pytest.mark.parametrize("name", UNDAMAGED)
+@pytest.mark.parametrize("name", UNDAMAGED + DLEDGER)
 def test_clean_fixtures_are_clean(name, extracted, run_cli):
     result, found, summary = problems(run_cli, extracted(name))
     assert result.code == 0, found

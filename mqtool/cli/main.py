@@ -20,6 +20,7 @@ from mqtool.cli import heap, output
 from mqtool.commands import (
     append,
     clean,
+    diff,
     dump,
     export,
     get,
@@ -36,7 +37,7 @@ from mqtool.commands import (
 )
 
 COMMANDS = [info.cli, dump.cli, append.cli, verify_crc.cli, recover.cli, rebuild_cq.cli, salvage.cli, lookup_by_key.cli, lookup_by_id.cli, get.cli, clean.cli,
-            export.cli, stats.cli, lag.cli, report.cli]
+            export.cli, stats.cli, lag.cli, report.cli, diff.cli]
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141

@@ -19,17 +19,19 @@ from mqtool.forensics import dumpwalk, storeinfo
 from mqtool.forensics.dumpwalk import Tally, relative_paths
 from mqtool.forensics.filters import Filters
 from mqtool.forensics.messageview import BODY_FORMATS, message_fields
+from mqtool.formats import dledger as dledger_format
+from mqtool.formats.commitlog import Blank
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
 from mqtool.pipeline.engines import Behind
-from mqtool.storage import batchqueue, census, commitlog, consumequeue, dispatchrequest, metafiles, timerstore
+from mqtool.storage import batchqueue, census, commitlog, consumequeue, dispatchrequest, dledger, metafiles, timerstore
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.settings import open_layout, parse_settings
 
 KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "timerlog", "timerwheel", "timercheck",
-         "timermetrics", "batchconsumequeue")
+         "timermetrics", "batchconsumequeue", "dledger")
 BODY_CUT = 48
 BLOCK_ROWS = 8192     # records a block of JSON lines (their text is in memory at once)
 COLUMNAR_JSON = True  # False: JSON lines record by record (the reference the tests compare with)
@@ -38,6 +40,10 @@ COLUMNAR_FROM = 64 << 20  # commitlog bytes from which JSON lines take the colum
 
 
 def _infer_kind(path: Path) -> str:
+    folder = path.parent.parent if path.parent.name == dledger.INDEX_DIR else path.parent
+    if (folder / dledger.DATA_DIR).is_dir() and dledger.is_dledger_dir(folder):
+        raise UsageError(f"{path} is one of DLedger's own files (state or entry index): `mqtool dump STORE "
+                         "dledger` shows them with the entries, `mqtool info STORE` the state")
     if path.name in ("checkpoint", "timerwheel", "timercheck"):
         return path.name
     if path.name in ("timermetrics", "timermetrics.bak"):
@@ -162,6 +168,10 @@ def _dump_store(layout, kind, filters, ctx) -> None:
         else:
             with _timerdump.store_view(layout) as view:
                 _timerdump.dump_timermetrics(layout, view, ctx, display)
+    elif kind == "dledger":
+        if not layout.is_dledger():
+            raise NotAStoreError("not a DLedger store (no dledger-<selfId>/ with data/ here)", path=layout.root)
+        _dump_dledger(layout, filters, ctx, display)
     elif kind == "batchconsumequeue":
         if not batchqueue.queues(layout):
             raise NotAStoreError("no batch consume queue here (no batchconsumequeue/<topic>/<queueId>/)",
@@ -447,6 +457,67 @@ def _dump_index(path, slots, entries, filters, ctx, display) -> None:
 
 
 # ----------------------------------------------------------------- small files
+
+def _dump_dledger(layout, filters, ctx, display) -> None:
+    """The raw DLedger entries and blanks (file order) with their ledger checks, the index units,
+    then the state (term, vote, committed index) and a summary."""
+    from mqtool.forensics import dledgerscan
+
+    tally, scan = ctx["tally"], dledgerscan.LedgerScan()
+    table = None if ctx["json"] else output.TableStream("dledger entries", [
+        ("file", {}), ("byte", {"justify": "right"}), ("pos", {"justify": "right"}), ("index", {"justify": "right"}),
+        ("term", {"justify": "right"}), ("size", {"justify": "right"}), ("record", {"justify": "right"}),
+        ("committed", {}), ("problems", {})])
+    lo, hi = filters.offset_range     # inclusive
+    for item in dledgerscan.scan(layout, scan, display, offset_from=lo, offset_to=None if hi is None else hi + 1):
+        if tally.full():
+            break
+        if isinstance(item, dledgerscan.Checked):
+            line = dledgerscan.entry_json(item)
+            tally.shown += 1
+            if item.problems:
+                tally.problems += len(item.problems)
+                tally.note_problem(line["file"], line["fileOffset"], item.problems[0][0])
+            if table is None:
+                output.emit_json(line)
+            else:
+                table.add(line["file"], line["fileOffset"], line["offset"], line["index"], line["term"], line["size"],
+                          line["recordOffset"], "yes" if line["committed"] else "NO",
+                          "; ".join(p["message"] for p in line.get("problems", [])))
+        elif isinstance(item, Blank):
+            tally.blanks += 1
+            if table is None:
+                output.emit_json({"type": "dledger_blank", "offset": item.offset, "size": item.total_size})
+            else:
+                table.add("", "", item.offset, "blank", "", item.total_size, "", "", "")
+        elif isinstance(item, Problem):
+            _emit_problem(item, ctx, None)
+            tally.problems += 1
+            tally.note_problem(item.path, item.file_offset, item.kind)
+    if table is not None:
+        table.flush()
+    units = 0
+    for path, pos, unit in dledgerscan.index_units(layout, display):
+        if tally.full():
+            break
+        units += 1
+        if ctx["json"]:
+            output.emit_json({"type": "dledger_index_unit", "file": path, "unitOffset": pos,
+                              "slot": pos // dledger_format.INDEX_UNIT_SIZE, "magic": unit.magic, "pos": unit.pos,
+                              "size": unit.size, "index": unit.index, "term": unit.term})
+    with commitlog.open_queue(layout) as queue:
+        state = dledger.read_ledger(layout, queue).to_json()
+    summary = {"entries": scan.entries, "blanks": scan.blanks, "indexUnits": units, "uncommitted": scan.uncommitted,
+               "endOffset": scan.end_offset, "problems": scan.problems}
+    if ctx["json"]:
+        output.emit_json({"type": "dledger_state", **state})
+        output.emit_json({"type": "summary", **summary})
+    else:
+        output.note(f"dledger {state['dledgerDir']}: term {state['currTerm']}, voted for {state['voteLeader']}, "
+                    f"entries {state['ledgerBeginIndex']} .. {state['ledgerEndIndex']}, committed "
+                    f"{state['committedIndex']} (pos {state['committedPos']}); {scan.entries} entries, {scan.blanks} "
+                    f"blanks, {units} index units, {scan.uncommitted} uncommitted, {scan.problems} problem(s)")
+
 
 def _dump_checkpoint(path, ctx, display) -> None:
     cp = metafiles.read_checkpoint(path)

@@ -108,6 +108,16 @@ def _show(info: dict) -> None:
         if (timer["deliverable"] != timer["pending"] or timer["putBack"] or timer["deliveredTwice"] or timer["lost"]
                 or timer["skippedOnRestart"]):
             console.print(f"                 {escape(pending_text(timer))}", highlight=False)
+    dl = info.get("dledger")
+    if dl is not None:
+        committed = "none" if dl["committedIndex"] < 0 else f"{dl['committedIndex']} (pos {dl['committedPos']})"
+        console.print(f"  dledger        {escape(dl['dledgerDir'])}: self {escape(dl['selfId'])}, term "
+                      f"{dl['currTerm']}, voted for {escape(dl['voteLeader'] or 'nobody')}; entries "
+                      f"{dl['ledgerBeginIndex']} .. {dl['ledgerEndIndex']} (end term {dl['ledgerEndTerm']}, "
+                      f"data end {dl['dataEnd']}); committed {committed}", highlight=False)
+        if dl["uncommittedEntries"]:
+            console.print(f"  [yellow]dledger: {dl['uncommittedEntries']} entries past the committed index "
+                          "(uncommitted: a broker dispatches them only after a crash)[/yellow]", highlight=False)
     shutdown = "clean (no abort file)" if info["cleanShutdown"] else \
         "[yellow]NOT clean: abort file present (crash, or a broker is running)[/yellow]"
     console.print(f"  last shutdown  {shutdown}", highlight=False)

@@ -90,6 +90,9 @@ def cli(store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, 
         if runner is not None:
             runner.close()
     problems = summary.problems + len(found.unknown())
+    if summary.uncommitted and not as_json:     # in JSON: the summary's dledgerUncommittedEntries
+        output.note(f"{summary.uncommitted} DLedger entries past the committed index: uncommitted (a quorum has "
+                    "not confirmed them yet), not damage; a broker dispatches them only after a crash")
     if as_json:
         output.emit_json({**summary.to_json(), "problems": problems, "unchecked": notes,
                           "inUseBy": in_use})

@@ -30,7 +30,7 @@ from mqtool.engine.storecheckpoint import StoreCheckpoint
 from mqtool.errors import RefusedError
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.commitlog import Record
-from mqtool.storage import batchqueue, census, commitlog, consumequeueext, fsutil, topics
+from mqtool.storage import batchqueue, census, commitlog, consumequeueext, dledger, fsutil, topics
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.layout import list_store_files
 
@@ -108,7 +108,8 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
             entries = None
             if engine is not None:
                 entries = scanned_on(engine, layout, part_tasks(queue, start, config.checkCRCOnRecover, True))
-            done = redispatch(queue, dispatcher, start, None, config.delay_levels_ms(), index=with_index,
+            done = redispatch(queue, dispatcher, start, dledger.dispatch_end(layout, queue), config.delay_levels_ms(),
+                              index=with_index,
                               topic_filter=(lambda t: t in wanted) if wanted else None, on_progress=on_progress,
                               check_crc=config.checkCRCOnRecover, stop_at_damage=True, entries=entries)
             report.records, report.units, report.keys = done.records, done.units, done.keys

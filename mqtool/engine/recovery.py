@@ -51,13 +51,14 @@ from pathlib import Path
 
 from mqtool.errors import RefusedError
 from mqtool.formats import batchconsumequeue as batch_format
+from mqtool.formats import dledger as dledger_format
 from mqtool.formats import consumequeueext as ext_format
 from mqtool.formats import sysflag
 from mqtool.formats import timer as timer_format
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
-from mqtool.storage import commitlog, mappedfile, timerstore, timerview
+from mqtool.storage import commitlog, dledger, mappedfile, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
 
 _MAGIC_POS = 4
@@ -144,6 +145,7 @@ class RecoveryPlan:
     rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
     empty_files: list[Path] = field(default_factory=list)   # 0-byte newest files a crash left (5.x deletes them)
     redispatch_from: int = 0
+    dispatch_end: int | None = None            # DLedger, normal: the committed entries' end (< cut)
     stop: Problem | None = None                # why the walk stopped, when it was damage
     records_checked: int = 0
     timer: timerview.Dangling | None = None   # pending timer units pointing at or past the cut
@@ -154,8 +156,12 @@ class RecoveryPlan:
         return bool(self.data_end > self.cut or self.removed_files or self.queue_cuts or self.ext_cuts
                     or self.batch_cuts
                     or self.empty_files
-                    or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self.cut
+                    or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self._dispatch_to
                     or (self.timer_recovery is not None and self.timer_recovery.changes_anything))
+
+    @property
+    def _dispatch_to(self) -> int:
+        return self.cut if self.dispatch_end is None else self.dispatch_end
 
     @property
     def ext_cuts(self) -> list[ExtCut]:
@@ -171,7 +177,8 @@ class RecoveryPlan:
             "droppedIndexFiles": [str(p) for p in self.dropped_index_files],
             "emptyFiles": [str(p) for p in self.empty_files],
             "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
-            "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self.cut - self.redispatch_from),
+            "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self._dispatch_to - self.redispatch_from),
+            "dispatchEnd": self.dispatch_end,
             "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
             "timerDangling": self.timer.to_json() if self.timer else None,
             "timerRecovery": self.timer_recovery.to_json() if self.timer_recovery else None,
@@ -242,15 +249,17 @@ def ext_end(cq, keep: int, ext) -> ExtCut:
 
 
 def _first_store_time(mf) -> int | None:
-    """The store time of the file's first record, if it starts with one (isMappedFileMatchedRecover)."""
+    """The store time of the file's first record, if it starts with one (isMappedFileMatchedRecover;
+    in a DLedger data file the record of the first entry, at 48: DLedgerCommitLog's)."""
     buf = mf.buf
-    if mf.file_size < 64:
+    at = dledger_format.HEADER_SIZE if commitlog.is_dledger_file(mf) else 0
+    if mf.file_size < at + 64:
         return None
-    magic = int.from_bytes(buf[_MAGIC_POS:_MAGIC_POS + 4], "big")
+    magic = int.from_bytes(buf[at + _MAGIC_POS:at + _MAGIC_POS + 4], "big")
     if magic not in (MAGIC_V1, MAGIC_V2):
         return None
-    flag = int.from_bytes(buf[_SYSFLAG_POS:_SYSFLAG_POS + 4], "big", signed=True)
-    pos = _BORN_TS_END + (20 if flag & sysflag.BORNHOST_V6 else 8)
+    flag = int.from_bytes(buf[at + _SYSFLAG_POS:at + _SYSFLAG_POS + 4], "big", signed=True)
+    pos = at + _BORN_TS_END + (20 if flag & sysflag.BORNHOST_V6 else 8)
     value = int.from_bytes(buf[pos:pos + 8], "big", signed=True)
     return value or None
 
@@ -379,6 +388,10 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
                            "they are lost, this is not a crash while the file was being created; "
                            "`mqtool salvage` copies every intact message into a new store", path=lost)
     min_offset = files[0].file_from_offset if files else 0
+    if not abnormal:     # a DLedger store: a broker's reput dispatches the committed entries only
+        end = dledger.dispatch_end(store.layout, queue)
+        if end is not None and end < cut:
+            result.dispatch_end = end
     if abnormal:
         result.redispatch_from = walk_from
     else:
@@ -530,10 +543,10 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     if p.timer_recovery is not None and p.timer_recovery.changes_anything:
         _apply_timer(store, p.timer_recovery, quarantine)
     # 5. re-dispatch
-    if p.redispatch_from < p.cut:
+    if p.redispatch_from < p._dispatch_to:
         from mqtool.engine.redispatch import redispatch
 
-        redispatch(queue, store.dispatcher, p.redispatch_from, p.cut, store.config.delay_levels_ms())
+        redispatch(queue, store.dispatcher, p.redispatch_from, p._dispatch_to, store.config.delay_levels_ms())
 
 
 def _set_queue_end(cq, end: int) -> None:

@@ -8,7 +8,7 @@ from mqtool.errors import MqError
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import batchqueue, census, commitlog, consumequeue, fsutil, metafiles, timerstore, timerview
+from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
@@ -76,7 +76,7 @@ def _kind_summary(files, expected_size=None) -> dict:
 def timer_summary(layout) -> dict | None:
     """The 5.x timer store at a glance: its files and the pending timer messages per real topic
     (None without one)."""
-    if not timerstore.exists(layout) or layout.is_dledger():
+    if not timerstore.exists(layout) or layout.mixed_dledger:
         return None
     queue = commitlog.open_queue(layout)
     try:
@@ -113,10 +113,14 @@ def gather(layout) -> dict:
     cl_files = layout.commitlog_files()
     info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size())
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
-    if layout.is_dledger():
-        info["commitlog"].update({"minOffset": 0, "maxOffset": 0, "files": len(cl_files)})
+    if layout.mixed_dledger:
+        info["commitlog"].update({"minOffset": 0, "maxOffset": 0, "files": len(cl_files),
+                                  "notRead": layout.mixed_dledger})
     else:
         info["commitlog"].update(commitlog_extent(layout))
+    if layout.is_dledger():
+        with commitlog.open_queue(layout) as queue:
+            info["dledger"] = dledger.read_ledger(layout, queue).to_json()
 
     queues = []
     cq_files = []

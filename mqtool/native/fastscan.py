@@ -484,6 +484,82 @@ def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
 
 
 
+# ------------------------------------------------------------------ DLedger entries
+# A DLedger data file (mqtool/formats/dledger.py) holds one record per entry, at the entry's
+# pos + 48.  scan_entries hands each entry's body to scan_records as a region of one record, from
+# compiled code, so a run of entries costs what a run of records does.
+
+DLEDGER_HEADER = 48
+DLEDGER_MAGIC = 1
+
+
+@njit(cache=True, nogil=True)
+def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, queue_offset, physical,
+                 sys_flag, store_ts, crc_ok, magic_out, body_pos, body_len, topic_pos, topic_len,
+                 props_pos, props_len, topic_hash, parse, tags_hash, delay_level, flags, key_cap, key_record,
+                 key_hash):
+    """The records of the DLedger entries from pos on, while each entry is one DLedger's recovery
+    accepts (magic, size against the header and body length, pos field) whose body is exactly one
+    valid record; the columns as scan_records fills them.  Returns (count, stop position, stop
+    kind, number of keys): REACHED_LIMIT, FULL (cap records or key_cap keys) or DAMAGE for
+    anything else at the stop position (a blank, zeros, a bad entry or body: the reference walk
+    says which)."""
+    n = keys = 0
+    kind = REACHED_LIMIT
+    rows = len(tags_hash)
+    while True:
+        if n >= cap or (parse and keys >= key_cap):
+            kind = FULL
+            break
+        if pos >= limit:
+            kind = REACHED_LIMIT
+            break
+        if limit - pos < DLEDGER_HEADER or _i32(buf, pos) != DLEDGER_MAGIC:
+            kind = DAMAGE
+            break
+        total = _i32(buf, pos + 4)
+        if (total <= DLEDGER_HEADER or _i32(buf, pos + 44) + DLEDGER_HEADER != total
+                or _i64(buf, pos + 24) != base + pos or total > limit - pos):
+            kind = DAMAGE
+            break
+        end = pos + total
+        got, stop, _, _, _, new_keys = scan_records(
+            buf, pos + DLEDGER_HEADER, end, base, check_crc, 1, offset[n:], size[n:], queue_id[n:],
+            queue_offset[n:], physical[n:], sys_flag[n:], store_ts[n:], crc_ok[n:], magic_out[n:], body_pos[n:],
+            body_len[n:], topic_pos[n:], topic_len[n:], props_pos[n:], props_len[n:], topic_hash[n:], parse,
+            tags_hash[n:rows], delay_level[n:rows], flags[n:rows], key_cap - keys, key_record[keys:],
+            key_hash[keys:])
+        if got != 1 or stop != end:
+            kind = DAMAGE
+            break
+        for k in range(keys, keys + new_keys):
+            key_record[k] += n
+        keys += new_keys
+        n += 1
+        pos = end
+    return n, pos, kind, keys
+
+
+def scan_dledger(buf, pos: int, limit: int, base: int, check_crc: bool = True, cap: int = 1 << 16,
+                 parse_props: bool = False, key_factor: int = 4) -> Chunk:
+    """scan() of a DLedger data file: the records of up to cap entries from pos (an entry's
+    start); the chunk stops (kind DAMAGE, no reason) at anything but such an entry."""
+    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in COLUMNS}
+    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
+    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
+    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    n, stop, kind, keys = scan_entries(
+        buf, pos, limit, base, check_crc, cap, *(cols[c] for c in COLUMNS), parse_props,
+        *(parsed[c] for c in PARSED), key_cap, parsed["key_record"], parsed["key_hash"])
+    chunk = Chunk(n, stop, kind, None, 0, {k: v[:n] for k, v in cols.items()}, buf)
+    if parse_props:
+        if keys < key_cap:
+            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:n] for k, v in parsed.items()}
+        else:   # as many keys as room: parse() again, which makes room
+            chunk.parsed = parse(buf, chunk, key_factor * 4)
+    return chunk
+
+
 PART_BYTES = 128 << 20   # files are walked in parts of about this size where work is spread out
 
 
@@ -514,6 +590,7 @@ def warm_up() -> None:
     workers inherit them instead of each loading them again."""
     buf = np.frombuffer(bytes(64), dtype=np.uint8)           # read-only, like a file mapping
     scan(buf, 0, 64, 0, True, 1)
+    scan_dledger(buf, 0, 64, 0, True, 1)
     hop_to(buf, 0, 64, 64)
     lower_bound(buf, 0, 20, 0, 1, 0)
 

@@ -63,7 +63,15 @@ FEATURES = {f.name: f for f in (
                    "into consumequeue/)"}),
     Feature("rocksdb-consumequeue", "storeType=defaultRocksDB", frozenset(), READ_ONLY),
     Feature("rocksdb-config", "RocksDB config storage", _ALL, READ_ONLY),
-    Feature("dledger", "enableDLegerCommitLog", frozenset(), READ_ONLY),
+    # DLedger: every reader reads its entries' records (storage/dledger.py); recover and rebuild-cq
+    # rebuild consume queues and index from the entries as a broker's start does.  Writing or
+    # deleting entries needs DLedger's index units, term and checkpoint kept with them: refused
+    Feature("dledger", "enableDLegerCommitLog", frozenset({"recover", "rebuild-cq"}), why={
+        "append": "append writes commitlog records, not DLedger entries (header, index unit, term, "
+                  "committed index): the group's replicas would disagree",
+        "clean": "clean deletes whole commitlog files; DLedger's own cleaner also moves the ledger's begin "
+                 "index and its index files, which clean does not",
+        "salvage": "salvage writes a plain commitlog; a DLedger group's other replicas could not follow it"}),
     Feature("compaction", "cleanup.policy=COMPACTION", frozenset(), READ_ONLY),
     Feature("controller", "enableControllerMode", _ALL),
     Feature("transaction-table", "transaction/ (an old broker's state table)", frozenset(), READ_ONLY),
@@ -294,7 +302,7 @@ def take(layout) -> Census:
         elif name in _TOP:
             feature, what = _TOP[name]
         elif path in dledger:
-            feature, what = "dledger", "a DLedger commitlog (its own entry format)"
+            feature, what = "dledger", "DLedger entries holding the commitlog's records, their index and state"
         elif is_dir:
             feature, what = "unknown", "a folder mqtool does not know"
         else:
@@ -317,7 +325,7 @@ def take(layout) -> Census:
     if batch:
         census.declared["batch-cq"] = "config/topics.json: " + ", ".join(batch[:5]) + (" ..." if len(batch) > 5 else "")
     for extra_dir in commitlog_dirs:
-        if extra_dir.parent != root and extra_dir.is_dir():
+        if extra_dir.parent != root and extra_dir.is_dir() and extra_dir.parent not in dledger:
             files, size = _tree_size(extra_dir)
             census.entries.append(Entry(str(extra_dir) + "/", "store", "commitlog files (storePathCommitLog)",
                                         UNDERSTOOD, files, size))

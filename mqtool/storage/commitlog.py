@@ -10,49 +10,20 @@ in `record_problems`, shared by dump, verify-crc and recovery.
 
 from __future__ import annotations
 
-import errno
 import os
-from dataclasses import dataclass, field
 
 from mqtool.errors import NotAStoreError
 from mqtool.formats import commitlog as fmt
+from mqtool.formats import dledger as dledger_format
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
-from mqtool.storage import fsutil
+from mqtool.storage import dledger, fsutil
 from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile, written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
+from mqtool.storage.walkitems import EndOfData, Problem
+from mqtool.storage.walkitems import first_nonzero as _first_nonzero
 
 _MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in fmt.MESSAGE_MAGICS)
-_ZERO_CHUNK = 1 << 20
-
-
-@dataclass
-class Problem:
-    """Something wrong at a byte offset of a file."""
-
-    kind: str
-    path: str
-    file_offset: int
-    offset: int          # absolute commitlog offset (file start + file_offset)
-    message: str
-    skipped: int = 0     # bytes the walk skipped past because of this problem
-    details: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        out = {"type": "problem", "kind": self.kind, "file": self.path, "fileOffset": self.file_offset,
-               "offset": self.offset, "message": self.message}
-        if self.skipped:
-            out["skippedBytes"] = self.skipped
-        out.update(self.details)
-        return out
-
-
-@dataclass
-class EndOfData:
-    """Where the written part of the commitlog ends (the next append would go here)."""
-
-    offset: int
-    path: str
 
 
 def record_problems(record: Record, check_crc: bool = True) -> list[tuple[str, str]]:
@@ -75,27 +46,6 @@ def record_problems(record: Record, check_crc: bool = True) -> list[tuple[str, s
     return found
 
 
-def _next_data(mf: MappedFile, pos: int) -> int:
-    """The first position >= pos of mf's file that may hold data.
-
-    The file system knows the holes of a sparse file (the never-written tail of a
-    preallocated commitlog file), and holes read as zeros.  Answers the file size
-    when only holes follow, and pos itself when the file system cannot tell.
-    """
-    if not hasattr(os, "SEEK_DATA"):
-        return pos
-    try:
-        fd = fsutil.open_read(mf.path)
-    except OSError:
-        return pos
-    try:
-        return os.lseek(fd, pos, os.SEEK_DATA)
-    except OSError as exc:
-        return mf.file_size if exc.errno == errno.ENXIO else pos
-    finally:
-        os.close(fd)
-
-
 def _file_head(mf: MappedFile, size: int) -> bytes:
     """The file's first bytes, read with pread, not through the mapping: a touched
     mapping keeps a whole folio (up to megabytes) of every file resident until the
@@ -116,27 +66,6 @@ def _entry_ok(buf, pos: int, limit: int, base: int) -> bool:
         return isinstance(fmt.decode_entry(buf, pos, limit, base), (Record, Blank))
     except RecordError:
         return False
-
-
-def _first_nonzero(buf, start: int, end: int, mf: MappedFile | None = None) -> int:
-    """The position of the first non-zero byte of buf[start:end], or -1.
-
-    With mf (the file buf maps) holes are skipped unread and the pages the scan
-    has passed are dropped, so a long zero tail costs neither time nor memory.
-    """
-    pos = start
-    while pos < end:
-        if mf is not None:
-            pos = max(pos, _next_data(mf, pos))
-            mf.drop_pages_before(pos)
-            if pos >= end:
-                break
-        stop = min(end, pos + _ZERO_CHUNK)
-        chunk = buf[pos:stop]
-        if chunk.count(0) != len(chunk):
-            return pos + (len(chunk) - len(chunk.lstrip(b"\x00")))
-        pos = stop
-    return -1
 
 
 def _entry_after_zeros(buf, first: int, bad: int, limit: int, base: int) -> int:
@@ -195,6 +124,11 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     chunk_records: records a chunk at most (CHUNK_RECORDS by default; a chunk's file pages are let go
     once the next is asked for).
     """
+    if is_dledger_file(mf):
+        yield from _walk_dledger_file(mf, start=start, stop=stop, check_crc=check_crc, is_last=is_last,
+                                      display_path=display_path, resync_after_damage=resync_after_damage,
+                                      scanner=scanner, parse_props=parse_props, chunk_records=chunk_records)
+        return
     buf = mf.buf
     limit = mf.file_size if stop is None else stop
     base = mf.file_from_offset
@@ -297,6 +231,73 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                       "the file is full but does not end with a BLANK record")
 
 
+def is_dledger_file(mf: MappedFile) -> bool:
+    """Is mf a DLedger data file, its records in entries at pos + 48 (asked once per MappedFile)?"""
+    known = getattr(mf, "dledger", None)
+    if known is None:
+        known = mf.dledger = dledger.is_data_file(mf.path)
+    return known
+
+
+def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_crc: bool, is_last: bool,
+                       display_path: str | None, resync_after_damage: bool, scanner, parse_props: bool,
+                       chunk_records: int | None):
+    """walk_file of a DLedger data file: the entries (storage/dledger.walk_entries), and in each
+    entry's body the one commitlog record it holds, at entry pos + 48.  Blanks, problems and the
+    end of the data come as the entry walk finds them; a body that is not exactly one valid
+    record is a problem of its entry.  With a scanner, runs of sound entries are read by its
+    compiled entry walk (scan_dledger: each body handed to the record scanner as a region) and
+    come as Chunks; the reference walk takes over wherever it stops."""
+    buf = mf.buf
+    base = mf.file_from_offset
+    limit = mf.file_size if stop is None else stop
+    path = display_path or str(mf.path)
+    mf.advise_sequential()
+    pos = dledger.entry_start(buf, start, limit, base)
+    array = None
+    if scanner:
+        import numpy as np
+
+        array = np.frombuffer(buf, dtype=np.uint8) if mf.file_size else np.zeros(0, dtype=np.uint8)
+    while True:
+        if scanner and pos < limit:
+            mf.drop_pages_before(pos, step=0)
+            mf.populate(pos, POPULATE_STEP)
+            chunk = scanner.scan_dledger(array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
+                                         parse_props)
+            if chunk.count:
+                chunk.path = path
+                yield chunk
+                pos = chunk.stop
+            if chunk.kind == scanner.FULL:
+                continue
+        # the reference walk: up to the next sound entry (then the scanner again), or the file's end
+        for item in dledger.walk_entries(mf, start=pos, stop=stop, is_last=is_last, display_path=path,
+                                         resync_after_damage=resync_after_damage, aligned=True):
+            if not isinstance(item, dledger.Entry):
+                yield item
+                continue
+            body, end = item.file_pos + dledger_format.HEADER_SIZE, item.file_pos + item.header.size
+            pos = end
+            try:
+                record = fmt.decode_entry(buf, body, end, base)
+            except RecordError as err:
+                record = err
+            if isinstance(record, Record) and record.total_size == end - body:
+                yield record
+                if scanner:
+                    break
+                continue
+            why = record.reason if isinstance(record, RecordError) else (
+                f"a record of {record.total_size} bytes in a body of {end - body}" if isinstance(record, Record)
+                else "no record")
+            yield Problem("bad-entry-body", path, body, base + body,
+                          f"the body of DLedger entry {item.header.index} (at {item.offset}) is not one record: "
+                          f"{why}", skipped=end - body)
+        else:
+            return
+
+
 def walk(queue: MappedFileQueue, *, start: int | None = None, end: int | None = None,
          check_crc: bool = True, path_display=None, aligned: bool = False, scanner=None,
          resync_after_damage: bool = True, parse_props: bool = False, chunk_records: int | None = None):
@@ -365,11 +366,10 @@ def _display(path, path_display) -> str:
 
 
 def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
-    """The store's commitlog files as a read-only queue (forensic: strict=False)."""
-    if layout.is_dledger():
-        raise NotAStoreError("this is a DLedger store (enableDLegerCommitLog, or a <group>-<selfId>/data "
-                             "folder): its commitlog wraps every message in DLedger entries, which mqtool "
-                             "does not read", path=layout.root)
+    """The store's commitlog files as a read-only queue (forensic: strict=False).  In DLedger
+    mode these are DLedger's data files (walk_file reads the records in their entries)."""
+    if layout.mixed_dledger:
+        raise NotAStoreError(layout.mixed_dledger, path=layout.root)
     paths = [f.path for f in layout.commitlog_files()]
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
 

@@ -83,6 +83,7 @@ class StoreConfig:
     # role
     brokerRole: str = "ASYNC_MASTER"
     enableDLegerCommitLog: bool = False
+    dLegerSelfId: str | None = None           # DLedger mode: whose dledger-<selfId>/ folder is read
     # 5.x message format
     autoMessageVersionOnTopicLen: bool = True
     enabledAppendPropCRC: bool = False

@@ -17,7 +17,7 @@ from pathlib import Path
 from mqtool.errors import MqError, NotAStoreError
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import fsutil
+from mqtool.storage import dledger, fsutil
 from mqtool.storage.config import StoreConfig
 
 
@@ -38,6 +38,8 @@ class StoreLayout:
     config_given: bool = False          # every size is the config's (a broker.conf, or a writer's)
     sizes_given: frozenset = frozenset()  # the sizes given one by one (--set); the others are read off the files
     _sizes: dict = field(default_factory=dict, repr=False, compare=False)   # _read_size's
+    dledger_dir: Path | None = None     # DLedger mode: dledger-<selfId>/; commitlog_dirs is then its data/
+    mixed_dledger: str | None = None    # why the commitlog is not read (an old commitlog and DLedger)
 
     # ------------------------------------------------------------- fixed paths
     @property
@@ -181,10 +183,14 @@ class StoreLayout:
                 "give the broker's settings with --config", path=files[0].path)
         return slots, 4 * slots
 
+    def dledger_index_files(self) -> list[FileInfo]:
+        """DLedger mode: the entry index files (dledger-<selfId>/index/)."""
+        return sorted(list_store_files(self.dledger_dir / dledger.INDEX_DIR), key=lambda f: f.name)
+
     def is_dledger(self) -> bool:
-        """A DLedger commitlog wraps every message in DLedger entries, which mqtool does not
-        decode: readers of the commitlog refuse (exit 4), writers too (exit 3, see census)."""
-        return self.config.enableDLegerCommitLog or bool(dledger_dirs(self.root, self.config))
+        """DLedger mode: the commitlog is DLedger's data files, each message the body of an entry
+        (storage/dledger.py); every reader of the commitlog reads it as one."""
+        return self.dledger_dir is not None
 
     # ------------------------------------------------------------------- state
     def is_locked(self) -> int | None:
@@ -283,10 +289,34 @@ def dledger_dirs(root: Path, config: StoreConfig) -> list[Path]:
     e.g. RaftNode00-n0/; older ones named dledger-*)."""
     found = [Path(config.storePathDLedgerCommitLog)] if config.storePathDLedgerCommitLog else []
     for name in _list_dirs(root):
-        inner = {n for n, *_ in _scan(root / name)}
-        if name.startswith("dledger") or ("data" in inner and ("index" in inner or "currterm" in inner)):
+        if dledger.is_dledger_dir(root / name, {n for n, *_ in _scan(root / name)}):
             found.append(root / name)
     return [p for p in found if p.exists()]
+
+
+def _dledger_store(root: Path, config: StoreConfig, commitlog_dirs: list[Path]):
+    """(the DLedger folder, the commitlog folders, why the store is not read) of a store: in
+    DLedger mode the folder is DLedgerCommitLog's storeBaseDir (<root>/dledger-<dLegerSelfId>) and
+    the commitlog is its data/ (or storePathDLedgerCommitLog); else (None, commitlog_dirs, None).
+    A store in DLedger mode whose commitlog/ holds files (a broker switched to DLedger, which
+    reads the old commitlog below dividedCommitlogOffset and DLedger's entries above) is mixed:
+    its commitlog is not read (the reason is the third value)."""
+    found = [p for p in dledger_dirs(root, config) if p.is_dir() and (p / dledger.DATA_DIR).is_dir()]
+    if config.dLegerSelfId:
+        found = [p for p in found if dledger.self_id_of(p) == config.dLegerSelfId]
+    if not found and not config.enableDLegerCommitLog:
+        return None, commitlog_dirs, None
+    if any(list_store_files(d) for d in commitlog_dirs if d.is_dir()):
+        return None, commitlog_dirs, (
+            "a DLedger store (enableDLegerCommitLog, or a DLedger folder) whose commitlog/ holds files too: a "
+            "broker reads both (dividedCommitlogOffset); mqtool does not read such a mixed store")
+    if not found:
+        return None, commitlog_dirs, None
+    if len(found) > 1:
+        raise NotAStoreError("several DLedger folders (" + ", ".join(p.name for p in found) +
+                             "): say which with --set dLegerSelfId=<id>", path=root)
+    data = Path(config.storePathDLedgerCommitLog) if config.storePathDLedgerCommitLog else found[0] / dledger.DATA_DIR
+    return found[0], [data], None
 
 
 def discover(config: StoreConfig, *, config_given: bool = False, must_exist: bool = True,
@@ -300,9 +330,15 @@ def discover(config: StoreConfig, *, config_given: bool = False, must_exist: boo
             raise NotAStoreError("not a directory (a store is a directory)", path=root)
         if not os.access(root, os.R_OK | os.X_OK):
             raise NotAStoreError("store directory is not readable", path=root)
-    layout = StoreLayout(root=root, config=config, commitlog_dirs=config.commitlog_dirs(),
-                         readonly_commitlog_dirs=config.readonly_commitlog_dirs(),
-                         config_given=config_given, sizes_given=frozenset(sizes_given))
+    commitlog_dirs, readonly_dirs = config.commitlog_dirs(), config.readonly_commitlog_dirs()
+    dledger_dir = mixed = None
+    if root.is_dir():
+        dledger_dir, commitlog_dirs, mixed = _dledger_store(root, config, commitlog_dirs)
+        if dledger_dir is not None:
+            readonly_dirs = []
+    layout = StoreLayout(root=root, config=config, commitlog_dirs=commitlog_dirs,
+                         readonly_commitlog_dirs=readonly_dirs, config_given=config_given,
+                         sizes_given=frozenset(sizes_given), dledger_dir=dledger_dir, mixed_dledger=mixed)
     if must_exist:
         markers = [layout.checkpoint_path, layout.consumequeue_dir, layout.index_dir]
         has_commitlog = any(d.is_dir() for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs)

@@ -46,7 +46,7 @@ from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name
 from mqtool.native import fastscan
-from mqtool.storage import batchqueue, census, commitlog, timerstore
+from mqtool.storage import batchqueue, census, commitlog, dledger, timerstore
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
 
@@ -68,6 +68,7 @@ class Summary:
     by_kind: dict = field(default_factory=dict)
     seconds: float = 0.0         # the checking
     load_seconds: float = 0.0    # loading the compiled kernels first (about 0.15 s in a fresh process)
+    uncommitted: int | None = None   # DLedger: entries past the committed index
 
     def add(self, result: TaskResult, counted: bool = True) -> None:
         """counted False: a commitlog part run only for the cross-checks (its bytes are not the
@@ -94,7 +95,8 @@ class Summary:
                 "timerUnits": self.timer_units, "skippedBytes": self.skipped, "problems": self.problems, "problemsByKind": self.by_kind,
                 "seconds": round(self.seconds, 3), "loadSeconds": round(self.load_seconds, 3),
                 "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None,
-                "timer": self.timer}
+                "timer": self.timer,
+                **({"dledgerUncommittedEntries": self.uncommitted} if self.uncommitted is not None else {})}
 
 
 def all_scopes(layout) -> tuple:
@@ -186,15 +188,35 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     if "commitlog" in scopes:
         for finding in order_findings:
             emit(finding)
+    undispatched = {}
+    if layout.is_dledger() and ("commitlog" in scopes or "cq" in scopes):   # the entries as a ledger
+        summary.uncommitted, undispatched = _ledger(layout, emit if "commitlog" in scopes else None, display)
     if "cq" in scopes:
         batch = batchqueues.check(layout, runs, emit, display)     # batch topics: covered by their batch queues
-        _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit)
+        _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit, undispatched)
     if "timer" in scopes:          # one task after the others: the timer files are small
         timer = timer_task(layout)
         _report("timer", timer, scopes, emit, on_progress)
         summary.add(timer)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _ledger(layout, emit, display) -> tuple[int, dict]:
+    """A DLedger store's entries against each other and their index units (forensics/dledgerscan);
+    the entry walk's own problems were reported by the commitlog parts.  Returns how many entries
+    are past the committed index (uncommitted: no damage), and per queue the first queue offset
+    such an entry holds (the queue may end before it, unless a crash makes a broker dispatch them)."""
+    from mqtool.forensics import dledgerscan
+
+    def on_problem(path, file_pos, offset, kind, message, expected, found):
+        if emit is not None:
+            emit(Finding("commitlog", kind, display(path), file_pos, offset, message, expected, found))
+
+    tally = dledgerscan.check_ledger(layout, on_problem, fastscan)
+    with commitlog.open_queue(layout) as queue:     # a crashed store's broker dispatches them all
+        dispatched_all = dledger.dispatch_end(layout, queue) is None
+    return tally.uncommitted, {} if dispatched_all else tally.uncommitted_queues
 
 
 def _sticks_out(pointer: Pointers, spans) -> bool:
@@ -251,8 +273,9 @@ def _outside(layout, pointer: Pointers, spans) -> list[Finding]:
     return findings
 
 
-def _coverage(results, runs, emit) -> None:
-    """Every queue holds every record the commitlog has for it."""
+def _coverage(results, runs, emit, undispatched=None) -> None:
+    """Every queue holds every record the commitlog has for it (in a DLedger store, every committed
+    one: undispatched gives per queue the first queue offset of an uncommitted record)."""
     queue_max, queue_min = {}, {}
     for scope, r in results:
         if scope == "cq":
@@ -262,12 +285,14 @@ def _coverage(results, runs, emit) -> None:
         queue_id = run.queue_id
         where = f"consumequeue/{run.topic}/{queue_id}"
         have = queue_max.get((run.topic, queue_id))
+        if have is None and (undispatched or {}).get((run.topic, queue_id), run.first + 1) <= run.first:
+            continue      # a DLedger queue whose every record is uncommitted: not dispatched yet
         if have is None:
             emit(Finding("cq", "cq-missing", where, None, run.first_offset,
                          f"the commitlog holds queue offsets {run.first}..{run.last} of {run.topic}/{queue_id} "
                          "but there is no consume queue for it"))
             continue
-        if have <= run.last:
+        if have <= run.last and have < (undispatched or {}).get((run.topic, queue_id), have + 1):
             emit(Finding("cq", "cq-behind", where, None, run.last_offset,
                          f"the consume queue ends at {have} but the commitlog holds queue offsets up to "
                          f"{run.last}", expected=run.last + 1, found=have))

@@ -1,0 +1,148 @@
+"""Benchmark reading a DLedger store against the same messages in a plain commitlog.
+
+    python benchmarks/bench_dledger.py [--size 256M] [--file-size 64M]
+
+The plain store is storegen's (cached under benchmarks/.work).  Its DLedger twin holds the same
+records, each the body of one DLedger entry (formats/dledger.py: the 48-byte header, a blank
+where the next entry does not fit with 8 bytes to spare), each record's physicalOffset field
+rewritten to its entry's pos + 48 (and its body CRC kept: the body is unchanged), in
+`dledger-n0/data/`, with a `checkpoint` saying every entry is committed.  Both measured from a
+warm page cache, each command's own JSON time where it reports one:
+
+- `verify-crc --scope commitlog` (the compiled walk and CRCs; on DLedger also every entry against
+  the one before and its index unit): its `seconds`;
+- `stats` (the compiled walk and per-queue aggregation): its `seconds`;
+- `dump commitlog --json --no-body` wall time (the columnar path for big stores).
+
+Target (issue 26): the DLedger store no slower to read than the plain one.  Today each entry is
+one Python step around the compiled record decoding, so the ratio is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import storegen  # noqa: E402
+
+from mqtool.formats import dledger as fmt  # noqa: E402
+from mqtool.formats.commitlog import Record  # noqa: E402
+from mqtool.storage import commitlog  # noqa: E402
+from mqtool.storage.mappedfilequeue import MappedFileQueue  # noqa: E402
+
+PHYSICAL_OFFSET_AT = 28   # the record's physicalOffset field (MessageDecoder.PHY_POS_POSITION)
+
+
+def convert(plain: Path, target: Path, file_size: int) -> int:
+    """Write plain's records as DLedger entries under target/dledger-n0/; returns the entry count."""
+    data = target / "dledger-n0" / "data"
+    data.mkdir(parents=True)
+    (target / "dledger-n0" / "index").mkdir()
+    (target / "checkpoint").write_bytes(bytes(4096))
+    paths = sorted((plain / "commitlog").iterdir())
+    queue = MappedFileQueue(paths, paths[0].stat().st_size, strict=False)
+    out, out_start, pos, index = None, -file_size, 0, 0
+    units = open(target / "dledger-n0" / "index" / f"{0:020d}", "wb")
+
+    def roll(start):
+        nonlocal out, out_start
+        if out is not None:
+            out.truncate(file_size)
+            out.close()
+        out, out_start = open(data / f"{start:020d}", "wb"), start
+
+    roll(0)
+    try:
+        for entry in commitlog.walk(queue, check_crc=False):
+            if not isinstance(entry, Record):
+                continue
+            mf = queue.find_by_offset(entry.offset)
+            body = bytearray(mf.buf[entry.offset - mf.file_from_offset:entry.offset - mf.file_from_offset
+                                    + entry.total_size])
+            size = fmt.HEADER_SIZE + len(body)
+            if pos + size + fmt.MIN_BLANK_LEN > out_start + file_size:
+                out.write(struct.pack(">ii", fmt.BLANK_MAGIC, out_start + file_size - pos))
+                pos = out_start + file_size
+                roll(pos)
+            struct.pack_into(">q", body, PHYSICAL_OFFSET_AT, pos + fmt.HEADER_SIZE)
+            out.write(fmt.encode_header(fmt.EntryHeader(fmt.MAGIC_1, size, index, 0, pos, 0, 0, 0, len(body))))
+            out.write(body)
+            units.write(struct.pack(">iqiqq", fmt.MAGIC_1, pos, size, index, 0))
+            pos += size
+            index += 1
+    finally:
+        out.truncate(file_size)
+        out.close()
+        queue.close()
+    units.truncate(fmt.INDEX_FILE_SIZE)
+    units.close()
+    (target / "dledger-n0" / "checkpoint").write_text(f"committedIndex={index - 1}\nendIndex={index - 1}\n")
+    (target / "dledger-n0" / "currterm").write_text("voteLeader=n0\ncurrTerm=0\n")
+    return index
+
+
+def mqtool() -> list[str]:
+    script = Path(sys.executable).with_name("mqtool")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mqtool"]
+
+
+def warm(folder: Path) -> None:
+    for path in sorted(folder.iterdir()):
+        with open(path, "rb", buffering=0) as fh:
+            while fh.read(8 << 20):
+                pass
+
+
+def run(args: list[str]) -> tuple[float, dict | None]:
+    started = time.perf_counter()
+    done = subprocess.run(mqtool() + args, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    try:
+        return wall, json.loads(last)
+    except ValueError:
+        return wall, None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=storegen.parse_size, default=storegen.parse_size("256M"))
+    parser.add_argument("--file-size", type=storegen.parse_size, default=storegen.parse_size("64M"))
+    args = parser.parse_args(argv)
+    plain, manifest = storegen.ensure_store(args.size, args.file_size)
+    twin = storegen.WORK / (plain.name + "-dledger2")
+    if not (twin / "dledger-n0" / "checkpoint").exists():
+        shutil.rmtree(twin, ignore_errors=True)
+        entries = convert(plain, twin, args.file_size)
+        print(f"bench_dledger: {entries} entries written to {twin}", flush=True)
+    rows = []
+    for name, store, folder in (("plain", plain, plain / "commitlog"), ("dledger", twin, twin / "dledger-n0" / "data")):
+        warm(folder)
+        _, verify = run(["verify-crc", str(store), "--scope", "commitlog", "--json"])
+        _, stats = run(["stats", str(store), "--json"])
+        dump_wall, _ = run(["dump", str(store), "commitlog", "--json", "--no-body"])
+        rows.append((name, verify["records"], verify["seconds"], stats["seconds"], dump_wall))
+    print(f"{'store':<8} {'records':>9} {'verify s':>9} {'stats s':>8} {'dump s':>7}")
+    for name, records, v, s, d in rows:
+        print(f"{name:<8} {records:>9} {v:>9.2f} {s:>8.2f} {d:>7.2f}")
+    (_, _, pv, ps, pd), (_, _, dv, ds, dd) = rows
+    print(f"dledger / plain: verify {dv / pv:.1f}x, stats {ds / ps:.1f}x, dump {dd / pd:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MQTOOL_PROGRESS", "0")
+    sys.exit(main())

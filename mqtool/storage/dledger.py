@@ -1,0 +1,452 @@
+"""A DLedger store's files (formats/dledger.py): where they are, the entry walk, the index units,
+and the committed index.
+
+`walk_entries` is the one walk over DLedger data files: entries in order, a blank ends its file,
+zeros end the data.  It accepts what DLedgerMmapFileStore.recover accepts (magic, size against
+the header and body length, the pos field) and resynchronises after damage on the next entry
+whose pos field says where it is.  The commitlog walker (storage/commitlog.py) reads the record
+in each entry's body through it, so every reader of the commitlog sees a DLedger store as its
+records at entry pos + 48.
+
+Facts from openmessaging DLedger 0.3.1.2 (DLedgerMmapFileStore, MemberState, MmapFileList) and
+rocketmq-all-5.3.3 (DLedgerCommitLog): the committed index comes from `checkpoint` (capped at the
+ledger's end); a broker's reput reads the entries up to the end of the committed one
+(getData stops at committedPos); after a crash (abort file) DLedgerCommitLog's recovery
+dispatches every entry the walk accepts, committed or not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqtool.errors import NotAStoreError
+from mqtool.formats import dledger as fmt
+from mqtool.formats.commitlog import Blank
+from mqtool.storage import fsutil
+from mqtool.storage.mappedfile import written_end
+from mqtool.storage.mappedfilequeue import MappedFileQueue
+from mqtool.storage.walkitems import EndOfData, Problem
+from mqtool.storage.walkitems import first_nonzero as _first_nonzero
+
+DATA_DIR, INDEX_DIR = "data", "index"
+CHECKPOINT, CURRTERM = "checkpoint", "currterm"
+
+
+def is_dledger_dir(path: Path, names: set[str] | None = None) -> bool:
+    """Is this folder (its entry names given, or listed) a DLedger store's (dledger-<selfId>/, or
+    DLedger's own <group>-<selfId>/ holding data/ with index/ or currterm)?"""
+    if names is None:
+        try:
+            names = {n for n, *_ in fsutil.scandir(path)}
+        except OSError:
+            return False
+    return Path(path).name.startswith("dledger") or (DATA_DIR in names and (INDEX_DIR in names or CURRTERM in names))
+
+
+def is_data_file(path) -> bool:
+    """Is this file a DLedger data file: in the data/ folder of a DLedger folder, or (a data folder
+    moved by storePathDLedgerCommitLog) one that starts with an entry's magic?"""
+    parent = Path(path).parent
+    if parent.name == DATA_DIR and is_dledger_dir(parent.parent):
+        return True
+    try:
+        head = fsutil.read_small(path, 8)
+    except OSError:
+        return False
+    return len(head) == 8 and fmt.decode_magic_size(head, 0)[0] == fmt.MAGIC_1
+
+
+@dataclass
+class Entry:
+    """One DLedger entry: where it is and its header.  The record (its body) is at offset + 48."""
+
+    offset: int          # absolute DLedger offset (the entry's pos)
+    file_pos: int        # position in its file
+    header: fmt.EntryHeader
+    path: str
+
+    @property
+    def record_offset(self) -> int:
+        return self.offset + fmt.HEADER_SIZE
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.header.size
+
+
+def _header_at(buf, pos: int, limit: int, base: int):
+    """(header, why not) of an entry at pos."""
+    if limit - pos < fmt.HEADER_SIZE:
+        return None, f"{limit - pos} bytes left, an entry header needs {fmt.HEADER_SIZE}"
+    header = fmt.decode_header(buf, pos)
+    return header, fmt.header_problem(header, base + pos, limit - pos)
+
+
+_MAGIC_BYTES = fmt.MAGIC_1.to_bytes(4, "big")
+
+
+def resync(buf, start: int, limit: int, base: int) -> int:
+    """The next position >= start where an entry DLedger's recovery accepts begins, or -1."""
+    pos = start
+    while pos < limit:
+        hit = buf.find(_MAGIC_BYTES, pos, limit)
+        if hit < 0:
+            return -1
+        header, why = _header_at(buf, hit, limit, base)
+        if header is not None and why is None:
+            return hit
+        pos = hit + 1
+    return -1
+
+
+def entry_start(buf, start: int, limit: int, base: int) -> int:
+    """Where the walk of a file part from `start` begins: start itself when an entry begins there,
+    else the entry whose record begins at start (start - 48), else start."""
+    if start <= 0:
+        return 0
+    if _header_at(buf, start, limit, base)[1] is None:
+        return start
+    if start >= fmt.HEADER_SIZE and _header_at(buf, start - fmt.HEADER_SIZE, limit, base)[1] is None:
+        return start - fmt.HEADER_SIZE
+    return start
+
+
+def walk_entries(mf, *, start: int = 0, stop: int | None = None, is_last: bool = True,
+                 display_path: str | None = None, resync_after_damage: bool = True, aligned: bool = False):
+    """Yield the entries of one DLedger data file from file position start on: Entry, Blank (the
+    file's end), Problem, and EndOfData where the written data ends in this file.  stop: end at
+    this position (an entry boundary).  Without resync_after_damage the walk ends at the first
+    entry DLedger's recovery would not accept.  aligned: start is where an entry (or a blank, or
+    the zeros after the data) is, as the walk itself found; else see entry_start."""
+    buf = mf.buf
+    limit = mf.file_size if stop is None else stop
+    base = mf.file_from_offset
+    path = display_path or str(mf.path)
+    if not aligned:
+        mf.advise_sequential()
+    pos = start if aligned else entry_start(buf, start, limit, base)
+    while pos < limit:
+        mf.drop_pages_before(pos)
+        if limit - pos < 8:
+            magic, size = (0, 0) if not any(buf[pos:limit]) else (None, None)
+        else:
+            magic, size = fmt.decode_magic_size(buf, pos)
+        if magic == fmt.BLANK_MAGIC:
+            if size < fmt.MIN_BLANK_LEN or size != mf.file_size - pos:
+                yield Problem("bad-blank", path, pos, base + pos,
+                              f"DLedger blank declares {size} bytes but {mf.file_size - pos} remain in the file")
+            mf.drop_pages_before(mf.file_size)
+            yield Blank(base + pos, size)
+            return
+        if magic == 0:
+            bad = _first_nonzero(buf, pos, limit, mf)
+            if bad < 0:
+                if stop is None and not is_last:
+                    yield Problem("missing-blank", path, pos, base + pos,
+                                  "the file's entries end without a blank, but a later file follows")
+                yield EndOfData(base + pos, path)
+                return
+            nxt = resync(buf, max(pos, bad - 3), limit, base)
+            if nxt < 0:
+                end = written_end(buf, bad, limit)
+                yield Problem("data-after-end", path, bad, base + bad,
+                              f"{end - bad} non-zero bytes after the end of the data at {base + pos}",
+                              skipped=end - bad)
+                yield EndOfData(base + pos, path)
+                return
+            yield Problem("zero-gap", path, pos, base + pos,
+                          f"{nxt - pos} zero bytes where a DLedger entry was expected; entries follow",
+                          skipped=nxt - pos)
+            pos = nxt
+            continue
+        header, why = _header_at(buf, pos, limit, base) if magic is not None else (None, "stray bytes")
+        if why is None:
+            yield Entry(base + pos, pos, header, path)
+            pos += header.size
+            continue
+        kind = "bad-entry"
+        if not resync_after_damage:
+            yield Problem(kind, path, pos, base + pos, f"DLedger entry: {why}")
+            return
+        nxt = resync(buf, pos + 1, limit, base)
+        if nxt < 0:
+            end = written_end(buf, pos, limit)
+            damaged_end = end if end > pos else pos + 8
+            yield Problem(kind, path, pos, base + pos,
+                          f"DLedger entry: {why}; {damaged_end - pos} damaged bytes, no valid entry after them",
+                          skipped=damaged_end - pos)
+            if _first_nonzero(buf, damaged_end, limit, mf) < 0:
+                yield EndOfData(base + pos, path)
+            return
+        yield Problem(kind, path, pos, base + pos,
+                      f"DLedger entry: {why}; skipped {nxt - pos} bytes to the next valid entry at {base + nxt}",
+                      skipped=nxt - pos)
+        pos = nxt
+    mf.drop_pages_before(limit)
+    if stop is None and pos >= limit and not is_last:
+        yield Problem("missing-blank", path, limit, base + limit, "the file is full but does not end with a blank")
+
+
+# ------------------------------------------------------------------ the state files
+@dataclass
+class PropertyFile:
+    path: Path
+    size: int
+    values: dict
+
+    def to_json(self) -> dict:
+        return {"file": self.path.name, "fileSize": self.size, "values": self.values}
+
+
+def read_properties(path: Path) -> PropertyFile | None:
+    """A DLedger property file, or None when it is not there.  Unreadable: NotAStoreError naming it."""
+    try:
+        data = fsutil.read_small(path, 1 << 16)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise NotAStoreError(f"cannot read: {exc.strerror}", path=path) from None
+    return PropertyFile(path, len(data), fmt.parse_properties(bytes(data)))
+
+
+def _long(props: PropertyFile | None, key: str) -> int | None:
+    if props is None or not props.values.get(key, "").strip():
+        return None
+    try:
+        return int(props.values[key])
+    except ValueError:
+        raise NotAStoreError(f"{key}={props.values[key]!r} is not a number", path=props.path) from None
+
+
+@dataclass
+class State:
+    """What a DLedger folder's property files say (DLedgerMmapFileStore.loadCheckPoint,
+    MemberState.loadTerm: neither falls back to the .bak)."""
+
+    dir: Path
+    self_id: str
+    checkpoint: PropertyFile | None
+    currterm: PropertyFile | None
+
+    @property
+    def committed_index(self) -> int | None:
+        return _long(self.checkpoint, fmt.COMMITTED_INDEX_KEY)
+
+    @property
+    def end_index(self) -> int | None:
+        return _long(self.checkpoint, fmt.END_INDEX_KEY)
+
+    @property
+    def term(self) -> int:
+        return _long(self.currterm, fmt.TERM_KEY) or 0
+
+    @property
+    def vote_leader(self) -> str | None:
+        return (self.currterm.values.get(fmt.VOTE_LEADER_KEY) or None) if self.currterm else None
+
+    def to_json(self) -> dict:
+        return {"dledgerDir": str(self.dir), "selfId": self.self_id, "currTerm": self.term,
+                "voteLeader": self.vote_leader, "committedIndex": self.committed_index,
+                "checkpointEndIndex": self.end_index}
+
+
+def self_id_of(directory: Path) -> str:
+    """dledger-<selfId> (DLedgerCommitLog's storeBaseDir) or <group>-<selfId>."""
+    name = Path(directory).name
+    return name.split("-", 1)[1] if "-" in name else name
+
+
+def read_state(directory: Path) -> State:
+    directory = Path(directory)
+    return State(directory, self_id_of(directory), read_properties(directory / CHECKPOINT),
+                 read_properties(directory / CURRTERM))
+
+
+# ------------------------------------------------------------------ index units
+class IndexUnits:
+    """The entry index files (DLedger's `index/`): unit i at byte i * 32 across the files."""
+
+    def __init__(self, files, file_size: int | None = None):
+        """files: the index files (layout.dledger_index_files())."""
+        files = sorted(files, key=lambda f: f.name)
+        sizes = [f.size for f in files if f.size]
+        size = file_size or (max(set(sizes), key=sizes.count) if sizes else fmt.INDEX_FILE_SIZE)
+        self.queue = MappedFileQueue([f.path for f in files], size, writable=False, strict=False)
+
+    def unit(self, index: int) -> fmt.IndexUnit | None:
+        """The unit of entry index, None when no file holds its bytes."""
+        offset = index * fmt.INDEX_UNIT_SIZE
+        mf = self.queue.find_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + fmt.INDEX_UNIT_SIZE > mf.file_size:
+            return None
+        return fmt.decode_index_unit(mf.buf, pos)
+
+    def units(self):
+        """(file, position, unit) of every unit up to the first zero one (DLedger writes them in order)."""
+        for mf in self.queue.files:
+            for pos in range(0, mf.file_size - fmt.INDEX_UNIT_SIZE + 1, fmt.INDEX_UNIT_SIZE):
+                unit = fmt.decode_index_unit(mf.buf, pos)
+                if unit.magic == 0 and unit.size == 0 and unit.pos == 0:
+                    return
+                yield mf, pos, unit
+                if pos % (1 << 20) == 0:
+                    mf.drop_pages_before(pos)
+
+    def close(self) -> None:
+        self.queue.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _be(raw, width: int):
+    """Big-endian signed integers from rows of raw bytes (n x width uint8)."""
+    import numpy as np
+
+    return np.ascontiguousarray(raw).view(">i8" if width == 8 else ">i4").reshape(-1).astype(np.int64)
+
+
+def read_fields(buf, positions, fields) -> dict:
+    """Integer fields (name -> (offset, width)) of records at file positions (an int64 array) of
+    buf, read for all positions at once."""
+    import numpy as np
+
+    array = np.frombuffer(buf, dtype=np.uint8)
+    out = {}
+    for name, (at, width) in fields.items():
+        out[name] = _be(array[positions[:, None] + (at + np.arange(width))], width)
+    return out
+
+
+HEADER_FIELDS = {"magic": (0, 4), "size": (4, 4), "index": (8, 8), "term": (16, 8), "pos": (24, 8)}
+UNIT_FIELDS = {"magic": (0, 4), "pos": (4, 8), "size": (12, 4), "index": (16, 8), "term": (24, 8)}
+
+
+def gather_units(units: "IndexUnits", index):
+    """The index units of entries `index` (an int64 array): UNIT_FIELDS arrays, and `present`
+    (False where no index file holds the unit)."""
+    import numpy as np
+
+    n = len(index)
+    out = {name: np.zeros(n, dtype=np.int64) for name in UNIT_FIELDS}
+    out["present"] = np.zeros(n, dtype=np.bool_)
+    offsets = index * fmt.INDEX_UNIT_SIZE
+    for mf in units.queue.files:
+        inside = (offsets >= mf.file_from_offset) & (offsets + fmt.INDEX_UNIT_SIZE <= mf.file_from_offset + mf.file_size)
+        if not inside.any():
+            continue
+        got = read_fields(mf.buf, offsets[inside] - mf.file_from_offset, UNIT_FIELDS)
+        for name, values in got.items():
+            out[name][inside] = values
+        out["present"][inside] = True
+    return out
+
+
+def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
+    """The ledger checks of one file's run of entries (headers: HEADER_FIELDS arrays, entry
+    order; prev: (index, term) of the entry before them, or None): each index follows the one
+    before by one, no term goes down, each index unit says the entry's magic, pos, size, index
+    and term (what DLedgerMmapFileStore.recover compares).  Returns (row, kind, message, expected,
+    found) per problem, in row order."""
+    import numpy as np
+
+    index, term = headers["index"], headers["term"]
+    if not len(index):
+        return []
+    before_index = np.concatenate([[prev[0] if prev else index[0] - 1], index[:-1]])
+    before_term = np.concatenate([[prev[1] if prev else term[0]], term[:-1]])
+    found = []
+    for row in np.flatnonzero(index != before_index + 1):
+        found.append((int(row), "entry-index-gap", f"entry index {index[row]} follows {before_index[row]}",
+                      int(before_index[row] + 1), int(index[row])))
+    for row in np.flatnonzero(term < before_term):
+        found.append((int(row), "entry-term-back", f"term {term[row]} after term {before_term[row]}",
+                      int(before_term[row]), int(term[row])))
+    unit = gather_units(units, index)
+    for row in np.flatnonzero(~unit["present"]):
+        found.append((int(row), "index-unit-mismatch", f"entry {index[row]}: no index unit", None, None))
+    for name in ("magic", "size", "index", "term", "pos"):
+        for row in np.flatnonzero(unit["present"] & (unit[name] != headers[name])):
+            found.append((int(row), "index-unit-mismatch",
+                          f"entry {index[row]}: index unit {name} {unit[name][row]} != the entry's {headers[name][row]}",
+                          int(headers[name][row]), int(unit[name][row])))
+    return sorted(found, key=lambda f: f[0])
+
+
+# ------------------------------------------------------------------ the ledger at a glance
+@dataclass
+class Ledger:
+    """A DLedger store's ledger as its files say: the first and last entries the walk accepts, the
+    committed index from the checkpoint (capped at the end, as updateCommittedIndex caps it) and
+    where the committed entries end (committedPos: the broker's max commitlog offset)."""
+
+    state: State
+    begin_index: int = -1
+    end_index: int = -1
+    end_term: int = -1
+    data_end: int = 0          # the end of the last entry
+    committed_pos: int = -1    # the end of the committed index's entry (-1: none committed)
+
+    @property
+    def committed_index(self) -> int:
+        ci = self.state.committed_index
+        return -1 if ci is None or self.end_index < 0 else min(ci, self.end_index)
+
+    @property
+    def uncommitted(self) -> int:
+        return self.end_index - self.committed_index if self.end_index >= 0 else 0
+
+    def to_json(self) -> dict:
+        out = self.state.to_json()
+        out.update({"ledgerBeginIndex": self.begin_index, "ledgerEndIndex": self.end_index,
+                    "ledgerEndTerm": self.end_term, "committedIndex": self.committed_index,
+                    "committedPos": self.committed_pos, "dataEnd": self.data_end,
+                    "uncommittedEntries": self.uncommitted})
+        return out
+
+
+def read_ledger(layout, queue) -> Ledger:
+    """The ledger of layout (a DLedger store) whose data files queue holds: the first file's first
+    entry, the last file with entries walked, and the committed entry's index unit (a glance,
+    not a verify: `verify-crc` checks every entry)."""
+    ledger = Ledger(read_state(layout.dledger_dir))
+    files = queue.files
+    if not files:
+        return ledger
+    for item in walk_entries(files[0], stop=None, is_last=len(files) == 1):
+        if isinstance(item, Entry):
+            ledger.begin_index = item.header.index
+        break
+    for mf in reversed(files):
+        last = None
+        for item in walk_entries(mf, is_last=mf is files[-1], resync_after_damage=False):
+            if isinstance(item, Entry):
+                last = item
+        if last is not None:
+            ledger.end_index, ledger.end_term, ledger.data_end = last.header.index, last.header.term, last.end
+            break
+    if ledger.committed_index >= 0:
+        with IndexUnits(layout.dledger_index_files()) as units:
+            unit = units.unit(ledger.committed_index)
+        if unit is not None and unit.magic == fmt.MAGIC_1:
+            ledger.committed_pos = unit.pos + unit.size
+    return ledger
+
+
+def dispatch_end(layout, queue) -> int | None:
+    """Where a broker's dispatch of the DLedger store `layout` ends: after a clean shutdown, the
+    end of the committed entries (committedPos: ReputMessageService reads no further, as
+    DLedgerCommitLog.getData stops there); None (every entry the walk accepts) after a crash
+    (abort file: dledgerRecoverAbnormally dispatches them all), without a committed index in the
+    checkpoint (the node commits its entries once it leads), or for a plain store."""
+    if not layout.is_dledger() or layout.abort_path.exists():
+        return None
+    ledger = read_ledger(layout, queue)
+    return ledger.committed_pos if ledger.committed_index >= 0 else None

@@ -1,0 +1,506 @@
+"""DLedger stores (RocketMQ 5.3.3 DLedgerCommitLog + DLedger 0.3.1.2) read as the broker reads
+them, checked, rebuilt, refused by the writers that cannot keep them, and `diff` of replicas.
+
+The dump, consume queue, lookup, verify and recover tests that every fixture goes through run on
+the DLedger fixtures too (conftest.DLEDGER); here is what is DLedger's own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_info_and_layout import snapshot
+
+from mqtool.formats import dledger as fmt
+from mqtool.storage import dledger
+from mqtool.storage.mappedfile import MappedFile
+
+from conftest import DLEDGER, expected_read
+
+SIZES = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=6000",
+         "--set", "maxHashSlotNum=100", "--set", "maxIndexNum=400"]
+
+
+def of_type(name, kind):
+    return [line for line in expected_read(name) if line["type"] == kind]
+
+
+def data_dir(store: Path) -> Path:
+    (folder,) = [p for p in store.iterdir() if p.name.startswith("dledger-")]
+    return folder / "data"
+
+
+# ------------------------------------------------------------------ formats
+
+@pytest.mark.parametrize("name", ["dledger1", "dledger3-n2"])
+def test_schemas_and_fast_decoders_read_the_brokers_bytes_alike(name, extracted):
+    store = extracted(name)
+    data = data_dir(store)
+    for entry in of_type(name, "dledger_entry"):
+        raw = (data / entry["file"]).read_bytes()[entry["filePos"]:entry["filePos"] + fmt.HEADER_SIZE]
+        parsed = fmt.ENTRY_HEADER.parse(raw)
+        fast = fmt.decode_header(raw, 0)
+        assert (parsed.magic, parsed.size, parsed.index, parsed.term, parsed.pos, parsed.bodyLength) == \
+            (entry["magic"], entry["size"], entry["index"], entry["term"], entry["storedPos"], entry["bodyLength"])
+        assert tuple(fast) == tuple(v for k, v in parsed.items() if not k.startswith("_"))
+        assert fmt.ENTRY_HEADER.build(parsed) == raw == fmt.encode_header(fast)
+    for file_name in sorted({e["file"] for e in of_type(name, "dledger_entry")}):   # the vectorised reader too
+        entries = [e for e in of_type(name, "dledger_entry") if e["file"] == file_name]
+        positions = np.array([e["filePos"] for e in entries], dtype=np.int64)
+        got = dledger.read_fields((data / file_name).read_bytes(), positions, dledger.HEADER_FIELDS)
+        assert [list(map(int, row)) for row in zip(*(got[k] for k in ("magic", "size", "index", "term", "pos")))] == \
+            [[e["magic"], e["size"], e["index"], e["term"], e["storedPos"]] for e in entries]
+    for blank in of_type(name, "dledger_blank"):
+        raw = (data / blank["file"]).read_bytes()[blank["pos"] % 65536:][:8]
+        assert fmt.BLANK.parse(raw).size == blank["declaredSize"]
+    index = data.parent / "index" / "00000000000000000000"
+    with open(index, "rb") as fh:
+        head = fh.read(fmt.INDEX_UNIT_SIZE * 256)
+    units = of_type(name, "dledger_index_unit")
+    assert units
+    for unit in units:
+        raw = head[unit["unitOffset"]:unit["unitOffset"] + fmt.INDEX_UNIT_SIZE]
+        parsed = fmt.INDEX_UNIT.parse(raw)
+        assert tuple(fmt.decode_index_unit(raw, 0)) == (parsed.magic, parsed.pos, parsed.size, parsed.index, parsed.term)
+        assert (parsed.magic, parsed.pos, parsed.size, parsed.index, parsed.term) == \
+            (unit["magic"], unit["pos"], unit["size"], unit["index"], unit["term"])
+    (pre,) = of_type(name, "dledger_pre")
+    for key, file_name in (("checkpoint", "checkpoint"), ("checkpointBak", "checkpoint.bak"),
+                           ("currterm", "currterm"), ("currtermBak", "currterm.bak")):
+        if pre[key] is None:
+            assert not (data.parent / file_name).exists()
+            continue
+        text = (data.parent / file_name).read_bytes()
+        assert text.decode() == pre[key]["text"]
+        assert fmt.PROPERTIES.parse(text) == pre[key]["values"]
+        assert fmt.PROPERTIES.build(pre[key]["values"]) == text
+
+
+@pytest.mark.parametrize("name", DLEDGER)
+def test_the_entry_walk_finds_the_entries_blanks_and_end_the_broker_found(name, extracted):
+    data = data_dir(extracted(name))
+    files = sorted(data.iterdir())
+    entries, blanks, end = [], [], None
+    for i, path in enumerate(files):
+        mf = MappedFile(path, 65536, strict=False)
+        try:
+            for item in dledger.walk_entries(mf, is_last=i == len(files) - 1):
+                if isinstance(item, dledger.Entry):
+                    h = item.header
+                    entries.append((item.offset, h.size, h.index, h.term, item.record_offset))
+                elif type(item).__name__ == "Blank":
+                    blanks.append((item.offset, item.total_size))
+                elif type(item).__name__ == "EndOfData":
+                    end = item.offset
+                else:
+                    pytest.fail(f"unexpected {item}")
+        finally:
+            mf.close()
+    assert entries == [(e["pos"], e["size"], e["index"], e["term"], e["records"][0]["physicalOffset"])
+                       for e in of_type(name, "dledger_entry")]
+    assert blanks == [(b["pos"], b["declaredSize"]) for b in of_type(name, "dledger_blank")]
+    (data_end,) = of_type(name, "dledger_data_end")
+    assert end == data_end["endOffset"]
+
+
+# ------------------------------------------------------------------ readers
+
+@pytest.mark.parametrize("name", DLEDGER)
+def test_info_shows_the_ledger_the_broker_loads(name, extracted, run_cli):
+    store = extracted(name)
+    before = snapshot(store)
+    result = run_cli("info", store, "--json")
+    assert result.code == 0, result.err
+    (info,) = result.json_lines()
+    (opened,) = of_type(name, "dledger_open")
+    ledger = info["dledger"]
+    for field in ("selfId", "currTerm", "ledgerBeginIndex", "ledgerEndIndex", "ledgerEndTerm", "committedIndex",
+                  "committedPos"):
+        assert ledger[field] == opened[field], field
+    assert ledger["voteLeader"] == opened["currVoteFor"]
+    assert ledger["uncommittedEntries"] == 0
+    (store_line,) = of_type(name, "store")
+    assert (info["commitlog"]["minOffset"], info["commitlog"]["maxOffset"]) == \
+        (store_line["minPhyOffset"], store_line["maxPhyOffset"])
+    queues = {(q["topic"], q["queueId"]): (q["minOffset"], q["maxOffset"]) for q in info["queues"]}
+    assert queues == {(q["topic"], q["queueId"]): (q["minOffset"], q["maxOffset"]) for q in of_type(name, "queue")}
+    census = {e["path"]: e for e in info["census"]}
+    assert census[f"dledger-{opened['selfId']}/"]["status"] == "understood"
+    assert snapshot(store) == before
+
+
+@pytest.mark.parametrize("name", DLEDGER)
+def test_dump_dledger_shows_entries_and_index_units(name, extracted, run_cli):
+    result = run_cli("dump", extracted(name), "dledger", "--json")
+    assert result.code == 0, result.err
+    lines = result.json_lines()
+    entries = [(l["offset"], l["index"], l["term"], l["size"], l["recordOffset"], l["committed"])
+               for l in lines if l["type"] == "dledger_entry"]
+    assert entries == [(e["pos"], e["index"], e["term"], e["size"], e["bodyOffset"], True)
+                       for e in of_type(name, "dledger_entry")]
+    units = [(l["slot"], l["pos"], l["size"], l["index"], l["term"]) for l in lines if l["type"] == "dledger_index_unit"]
+    assert units == [(u["slot"], u["pos"], u["size"], u["index"], u["term"]) for u in of_type(name, "dledger_index_unit")]
+    summary = lines[-1]
+    (end,) = of_type(name, "dledger_data_end")
+    assert (summary["entries"], summary["blanks"], summary["endOffset"], summary["problems"]) == \
+        (end["entries"], end["blanks"], end["endOffset"], 0)
+
+
+def test_one_data_file_dumps_as_a_commitlog(extracted, run_cli):
+    store = extracted("dledger1")
+    result = run_cli("dump", data_dir(store) / "00000000000000065536", "--json", "--no-body")
+    assert result.code == 0, result.err
+    ours = [l["commitLogOffset"] for l in result.json_lines() if l["type"] == "message"]
+    theirs = [r["offset"] for r in of_type("dledger1", "commitlog_record") if 65536 <= r["offset"] < 131072]
+    assert ours == theirs and ours
+
+
+def test_get_by_queue_offset_and_stats(extracted, run_cli):
+    store = extracted("dledger3-n2")
+    unit = of_type("dledger3-n2", "cq_unit")[-1]
+    got = run_cli("get", store, "--topic", unit["topic"], "--queue", unit["queueId"], "--offset", unit["offset"],
+                  "--json")
+    assert got.code == 0, got.err
+    assert [l["commitLogOffset"] for l in got.json_lines() if l["type"] == "message"] == [unit["commitLogOffset"]]
+    stats = run_cli("stats", store, "--json")
+    assert stats.code == 0, stats.err
+    assert stats.json_lines()[-1]["messages"] == len(of_type("dledger3-n2", "commitlog_record"))
+
+
+# ------------------------------------------------------------------ verify-crc
+
+def _set_committed(store: Path, index: int) -> None:
+    (data_dir(store).parent / "checkpoint").write_text(f"committedIndex={index}\nendIndex=199\n")
+
+
+def test_entries_past_the_committed_index_are_uncommitted_not_damage(store_copy, run_cli):
+    store = store_copy("dledger1")
+    _set_committed(store, 150)
+    verify = run_cli("verify-crc", store, "--json")
+    assert verify.code == 0, verify.out
+    assert verify.json_lines()[-1]["dledgerUncommittedEntries"] == 49
+    dump = run_cli("dump", store, "dledger", "--json").json_lines()
+    flags = [(l["index"], l["committed"]) for l in dump if l["type"] == "dledger_entry"]
+    assert flags == [(i, i <= 150) for i in range(200)]
+    (info,) = run_cli("info", store, "--json").json_lines()
+    entry_151 = next(e for e in of_type("dledger1", "dledger_entry") if e["index"] == 151)
+    assert (info["dledger"]["committedIndex"], info["dledger"]["uncommittedEntries"]) == (150, 49)
+    assert info["dledger"]["committedPos"] == entry_151["pos"]
+    text = run_cli("verify-crc", store)
+    assert "49 DLedger entries past the committed index" in text.err
+
+
+def _entry(name, index):
+    return next(e for e in of_type(name, "dledger_entry") if e["index"] == index)
+
+
+def _patch(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def test_an_entry_whose_pos_field_lies_is_damage_at_its_offset(store_copy, run_cli):
+    store = store_copy("dledger1")
+    e = _entry("dledger1", 42)
+    _patch(data_dir(store) / e["file"], e["filePos"] + fmt.POS_OFFSET, struct.pack(">q", e["pos"] + 1))
+    verify = run_cli("verify-crc", store, "--json")
+    assert verify.code == 1
+    problems = [l for l in verify.json_lines() if l["type"] == "problem"]
+    assert problems[0]["kind"] == "bad-entry" and problems[0]["offset"] == e["pos"]
+    assert "pos field" in problems[0]["message"]
+    assert "Traceback" not in verify.err
+
+
+def test_an_index_unit_that_disagrees_with_its_entry(store_copy, run_cli):
+    store = store_copy("dledger3-n1")
+    e = _entry("dledger3-n1", 7)
+    index = data_dir(store).parent / "index" / "00000000000000000000"
+    _patch(index, 7 * fmt.INDEX_UNIT_SIZE + 24, struct.pack(">q", 5))     # the unit's term
+    verify = run_cli("verify-crc", store, "--json")
+    assert verify.code == 1
+    (problem,) = [l for l in verify.json_lines() if l["type"] == "problem"]
+    assert (problem["kind"], problem["offset"]) == ("index-unit-mismatch", e["pos"])
+    assert "term 5" in problem["message"]
+
+
+# ------------------------------------------------------------------ writers
+
+@pytest.mark.parametrize("command", [["append", "--topic", "T", "--body", "x"], ["clean", "--force"],
+                                     ["salvage", "{tmp}/out"]])
+def test_writers_that_cannot_keep_dledger_refuse_and_change_nothing(command, store_copy, tmp_path, run_cli):
+    store = store_copy("dledger1")
+    before = snapshot(store)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    result = run_cli(args[0], store, *args[1:])
+    assert result.code == 3, (result.out, result.err)
+    assert "dledger" in result.err and "Traceback" not in result.err
+    assert snapshot(store) == before
+
+
+def _units(run_cli, store):
+    lines = run_cli("dump", store, "consumequeue", "--json").json_lines()
+    return sorted((l["topic"], l["queueId"], l["offset"], l["commitLogOffset"], l["size"], l["tagsCode"])
+                  for l in lines if l["type"] == "cq_unit")
+
+
+def _broker_units(name):
+    return sorted((u["topic"], u["queueId"], u["offset"], u["commitLogOffset"], u["size"], u["tagsCode"])
+                  for u in of_type(name, "cq_unit"))
+
+
+@pytest.mark.parametrize("name", ["dledger1", "dledger3-n2"])
+def test_rebuild_cq_rebuilds_the_brokers_queues_and_index_from_the_entries(name, store_copy, run_cli):
+    store = store_copy(name)
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "index")
+    result = run_cli("rebuild-cq", store, "--index", *SIZES)
+    assert result.code == 0, result.err
+    assert _units(run_cli, store) == _broker_units(name)
+    assert run_cli("verify-crc", store).code == 0
+    query = of_type(name, "index_query")[0]
+    found = run_cli("lookup-by-key", store, "--topic", query["topic"], query["key"], "--json")
+    assert sorted(m["commitLogOffset"] for m in found.json_lines() if m["type"] == "message") == \
+        sorted(set(query["commitLogOffsets"]))
+
+
+def test_a_crashed_copy_without_its_checkpoint_gets_back_every_entry(store_copy, run_cli):
+    """A broker killed before DLedger's first checkpoint, with its last messages put but not
+    dispatched: DLedgerCommitLog's abnormal recovery dispatches every entry the walk accepts."""
+    store = store_copy("dledger1")
+    folder = data_dir(store).parent
+    (folder / "checkpoint").unlink()
+    (folder / "checkpoint.bak").unlink()
+    (store / "abort").write_text(str(os.getpid() + 10_000_000))
+    # the undispatched tail: the consume queue units of the last 30 records are not there
+    tail = {r["offset"] for r in of_type("dledger1", "commitlog_record")[-30:]}
+    for unit in of_type("dledger1", "cq_unit"):
+        if unit["commitLogOffset"] in tail:
+            path = store / "consumequeue" / unit["topic"] / str(unit["queueId"]) / "00000000000000000000"
+            _patch(path, unit["offset"] * 20, bytes(20))
+    assert run_cli("verify-crc", store).code == 1
+    (info,) = run_cli("info", store, "--json").json_lines()
+    assert info["dledger"]["committedIndex"] == -1 and info["dledger"]["uncommittedEntries"] == 200
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.err
+    (plan,) = result.json_lines()
+    assert plan["mode"] == "abnormal" and plan["cut"] == 298695
+    assert _units(run_cli, store) == _broker_units("dledger1")
+    assert not (store / "abort").exists()
+    assert len(list(data_dir(store).iterdir())) == 5
+
+
+# ------------------------------------------------------------------ diff
+
+def test_diff_of_two_peers_holding_the_same_entries(extracted, run_cli):
+    result = run_cli("diff", extracted("dledger3-n0"), extracted("dledger3-n1"), "--json")
+    assert result.code == 0, result.out
+    (summary,) = result.json_lines()
+    assert summary["same"] is True and summary["divergedAt"] is None
+    assert summary["commonRecords"] == 200 and summary["onlyInA"] == summary["onlyInB"] == 0
+
+
+@pytest.mark.parametrize("order", ["n0 n2", "n2 n0"])
+def test_diff_of_a_peer_that_fell_behind(order, extracted, run_cli):
+    first, second = order.split()
+    before = snapshot(extracted("dledger3-n2"))
+    result = run_cli("diff", extracted(f"dledger3-{first}"), extracted(f"dledger3-{second}"), "--json")
+    assert result.code == 1
+    lines = result.json_lines()
+    summary = lines[-1]
+    held = {m["uniqKey"] for m in of_type("dledger3-n2", "message")}
+    missing = {m["message"]["uniqKey"]: m for m in of_type("dledger3-n0", "commitlog_record")
+               if m["message"]["uniqKey"] not in held}
+    assert len(missing) == 100
+    side = "A" if first == "n0" else "B"
+    only = [l for l in lines if l["type"] == "only"]
+    assert {l["side"] for l in only} == {side}
+    assert {l["uniqKey"] for l in only} == set(missing)
+    for line in only:
+        broker = missing[line["uniqKey"]]
+        assert (line["offset"], line["topic"], line["queueId"], line["queueOffset"], line["msgId"], line["keys"]) == \
+            (broker["offset"], broker["dispatch"]["topic"], broker["dispatch"]["queueId"],
+             broker["dispatch"]["consumeQueueOffset"], broker["message"]["msgId"], broker["dispatch"]["keys"])
+    entry_100 = _entry("dledger3-n0", 100)
+    assert summary["divergedAt"] == entry_100["bodyOffset"]
+    n0 = summary["a" if first == "n0" else "b"]
+    assert n0["entryAtDivergence"] == {"index": 100, "term": 1, "pos": entry_100["pos"]}
+    assert (summary["onlyInA"], summary["onlyInB"]) == ((100, 0) if first == "n0" else (0, 100))
+    assert summary["commonRecords"] == 100
+    assert snapshot(extracted("dledger3-n2")) == before
+
+
+def _cut_copy(store: Path, offset: int, target: Path) -> Path:
+    """A slave that copied the master's commitlog up to offset: the bytes from there are zeros and
+    later files are absent."""
+    shutil.copytree(store, target)
+    for path in sorted((target / "commitlog").iterdir()):
+        start = int(path.name)
+        size = path.stat().st_size
+        if start >= offset:
+            path.unlink()
+        elif start + size > offset:
+            _patch(path, offset - start, bytes(start + size - offset))
+    return target
+
+
+@pytest.mark.parametrize("where", ["boundary", "mid-record"])
+def test_diff_of_a_master_and_a_slave_that_copied_a_prefix(where, extracted, tmp_path, run_cli):
+    name = "multifile"
+    records = of_type(name, "commitlog_record")
+    k = len(records) * 2 // 3
+    cut = records[k]["offset"] + (0 if where == "boundary" else records[k]["size"] // 2)
+    slave = _cut_copy(extracted(name), cut, tmp_path / "slave")
+    result = run_cli("diff", extracted(name), slave, "--json")
+    assert result.code == 1
+    lines = result.json_lines()
+    summary = lines[-1]
+    assert summary["divergedAt"] == records[k]["offset"]
+    assert summary["commonRecords"] == k
+    only = [l["offset"] for l in lines if l["type"] == "only"]
+    assert only == [r["offset"] for r in records[k:]]
+    assert summary["onlyInB"] == 0
+    problems = [l for l in lines if l["type"] == "problem"]
+    assert (problems == []) == (where == "boundary")
+    if problems:
+        assert problems[0]["side"] == "B" and problems[0]["offset"] == records[k]["offset"]
+
+
+def test_rebuild_cq_dispatches_the_committed_entries_only(store_copy, run_cli):
+    """After a clean shutdown a broker's reput stops at committedPos: entries past the committed
+    index get no consume queue units until a quorum confirms them."""
+    store = store_copy("dledger1")
+    _set_committed(store, 150)
+    result = run_cli("rebuild-cq", store, *SIZES)
+    assert result.code == 0, result.err
+    end = _entry("dledger1", 151)["pos"]
+    assert _units(run_cli, store) == [u for u in _broker_units("dledger1") if u[3] < end]
+    assert len(_units(run_cli, store)) == 151
+
+
+def test_recover_after_a_clean_shutdown_dispatches_up_to_the_committed_entries(store_copy, run_cli):
+    store = store_copy("dledger1")
+    _set_committed(store, 150)
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "index")
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.err
+    (plan,) = result.json_lines()
+    assert plan["mode"] == "normal" and plan["cut"] == 298695
+    assert plan["dispatchEnd"] == _entry("dledger1", 151)["pos"]
+    assert len(_units(run_cli, store)) == 151
+    assert len(list(data_dir(store).iterdir())) == 5          # the uncommitted entries stay
+
+
+@pytest.mark.parametrize("file", ["dledger-n0/checkpoint", "dledger-n0/currterm", "dledger-n0/index/00000000000000000000"])
+def test_dledgers_own_files_are_not_dumped_as_rocketmq_files(file, extracted, run_cli):
+    result = run_cli("dump", extracted("dledger1") / file)
+    assert result.code == 2 and "dump STORE dledger" in result.err and "Traceback" not in result.err
+
+
+# ------------------------------------------------------------------ hostile DLedger stores
+
+READERS = [
+    ("info", "--json", "{store}"),
+    ("dump", "{store}", "commitlog", "--json", "--no-body"),
+    ("dump", "{store}", "dledger", "--json"),
+    ("verify-crc", "{store}"),
+    ("lookup-by-key", "{store}", "--topic", "OrderTopicD", "ord-12"),
+    ("stats", "{store}"),
+    ("diff", "{store}", "{pristine}", "--json"),
+    ("recover", "--dry-run", "{store}"),
+]
+
+
+def _mutate(store: Path, rng) -> str:
+    """One random change to a DLedger copy's data, index or state files."""
+    data = sorted(data_dir(store).iterdir())
+    folder = data_dir(store).parent
+    what = rng.choice(["flip", "zero", "truncate", "garbage-state", "index-flip"])
+    if what in ("flip", "zero"):
+        path = rng.choice(data)
+        at = rng.randrange(0, 65536 - 64)
+        _patch(path, at, bytes(rng.randrange(256) for _ in range(4)) if what == "flip" else bytes(48))
+        return f"{what} {path.name}@{at}"
+    if what == "truncate":
+        path = rng.choice(data)
+        size = rng.randrange(0, 65536)
+        os.truncate(path, size)
+        return f"truncate {path.name} to {size}"
+    if what == "garbage-state":
+        name = rng.choice(["checkpoint", "currterm"])
+        (folder / name).write_bytes(bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40))))
+        return f"garbage {name}"
+    at = rng.randrange(0, 100) * fmt.INDEX_UNIT_SIZE + rng.randrange(32)
+    _patch(folder / "index" / "00000000000000000000", at, bytes([rng.randrange(256)]))
+    return f"index byte {at}"
+
+
+def light_snapshot(root) -> dict:
+    """snapshot() (test_info_and_layout), with files of 16 MiB or more (DLedger's index file) by
+    their size and times only: hashing its 160 MiB for every command would be most of the time."""
+    state = {}
+    for dirpath, _, filenames in os.walk(root):
+        st = os.stat(dirpath)
+        state[dirpath] = ("dir", st.st_mtime_ns, st.st_atime_ns)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.stat(path)
+            if st.st_size >= 1 << 24:
+                state[path] = (st.st_size, st.st_mtime_ns, st.st_atime_ns)
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOATIME)
+            try:
+                state[path] = (os.read(fd, st.st_size + 1), st.st_mtime_ns, st.st_atime_ns)
+            finally:
+                os.close(fd)
+    return state
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_no_command_fails_inside_on_a_damaged_dledger_store(seed, store_copy, extracted, run_cli):
+    import random
+
+    rng = random.Random(26_000 + seed)
+    store = store_copy("dledger3-n2")
+    said = [_mutate(store, rng) for _ in range(rng.choice([1, 2]))]
+    for command in READERS:
+        args = [a.format(store=store, pristine=extracted("dledger3-n0")) for a in command]
+        before = light_snapshot(store)
+        result = run_cli(*args)
+        assert result.code in (0, 1, 2, 3, 4), (said, args, result.code, result.err)
+        assert "Traceback" not in result.err and "internal error" not in result.err, (said, args, result.err)
+        assert light_snapshot(store) == before, (said, args)
+    result = run_cli("recover", store)
+    assert result.code in (0, 1, 3, 4) and "internal error" not in result.err, (said, result.err)
+    if result.code == 0:
+        assert run_cli("verify-crc", store).code == 0, said
+
+
+def test_diff_of_replicas_that_hold_a_different_message_at_one_offset(extracted, tmp_path, run_cli):
+    """Past the common prefix messages are matched by identity: one record rewritten (another
+    UNIQ_KEY, same size) is one message only in A and one only in B; every later one is held by
+    both."""
+    name = "multifile"
+    records = of_type(name, "commitlog_record")
+    k = len(records) // 2
+    record = records[k]
+    other = tmp_path / "other"
+    shutil.copytree(extracted(name), other)
+    path = sorted(p for p in (other / "commitlog").iterdir() if int(p.name) <= record["offset"])[-1]
+    raw = path.read_bytes()
+    at = raw.index(record["message"]["uniqKey"].encode(), record["offset"] - int(path.name))
+    _patch(path, at, b"F" if raw[at:at + 1] != b"F" else b"E")
+    result = run_cli("diff", extracted(name), other, "--json")
+    assert result.code == 1
+    lines = result.json_lines()
+    summary = lines[-1]
+    assert (summary["divergedAt"], summary["reason"]) == (record["offset"], "different records at this offset")
+    assert summary["commonRecords"] == k
+    only = [(l["side"], l["offset"]) for l in lines if l["type"] == "only"]
+    assert only == [("A", record["offset"]), ("B", record["offset"])]
+    assert summary["heldByBothPastDivergence"] == len(records) - k - 1
