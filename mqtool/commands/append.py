@@ -134,7 +134,8 @@ LISTED_FAILURES = 100
               help="Lines read and checked before they are stored together.")
 @click.option("--dry-run", is_flag=True, help="Read and check every line; store nothing (the store is not opened).")
 @click.option("--allow-system-topics", is_flag=True,
-              help="Allow topics a broker refuses from producers (SCHEDULE_TOPIC_XXXX, ...).")
+              help="Allow topics and properties a broker refuses from producers (SCHEDULE_TOPIC_XXXX, ..., "
+                   "%LMQ% topics, INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET), stored as given.")
 def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, keys, props, body, body_file,
         born_host, delay_level, flag, input_path, flush_type, batch, dry_run, allow_system_topics):
     """Put messages into STORE, as a broker would store them."""
