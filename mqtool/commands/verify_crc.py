@@ -48,11 +48,10 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
         raise UsageError("--scope: nothing to check")
     found = census.take(layout)
     notes = storeinfo.unchecked(found)
-    holder = layout.is_locked()
+    held = layout.in_use()
     in_use = None
-    if holder is not None:     # read-only, so not refused; but a writer's work in flight looks like damage
-        pid = layout.lock_owner(holder)
-        in_use = f"process {pid}" if pid else "another process"
+    if held is not None:     # read-only, so not refused; but a writer's work in flight looks like damage
+        in_use = held["holder"]
         output.note(f"warning: the store is in use ({in_use} holds its lock file): what it is writing while "
                     "this runs can show up as problems; check a stopped store or a copy")
     if "rocksdb-consumequeue" in found.features and "cq" in scopes:
