@@ -276,6 +276,8 @@ def _open_store(config) -> MessageStore:
     if plan is not None and plan.changes_anything and (plan.data_end > plan.cut or plan.queue_cuts):
         output.note(f"recovered the store first ({plan.mode}): cut at commitlog offset {plan.cut}; "
                     f"cut bytes kept in {engine.quarantine.dir or 'the quarantine'}")
+    for note in engine.notes:
+        output.note(note)
     return engine
 
 

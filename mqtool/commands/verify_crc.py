@@ -90,10 +90,13 @@ def cli(store, config_path, settings, as_json, scope, jobs, no_crc, engine, mast
     problems = summary.problems + len(found.unknown())
     if as_json:
         output.emit_json({**summary.to_json(), "problems": problems, "unchecked": notes,
-                          "inUseBy": in_use})
+                          "inUseBy": held and (f"process {held['pid']}" if held["pid"] else "another process"),
+                          "inUseCommand": held and held["command"], "staging": [s.to_json() for s in found.staging]})
     else:
         for line in notes:
             output.note(f"not checked: {line}")
+        for staged in found.staging:
+            output.note(f"note: {staged.note()}")
         table.flush()
         speed = f", {summary.bytes / summary.seconds / 1e6:,.0f} MB/s" if summary.seconds else ""
         output.note(f"checked {', '.join(scopes)}: {summary.files} files, {summary.bytes:,} bytes, "

@@ -49,6 +49,7 @@ class RebuildReport:
     seconds: float = 0.0          # the rebuild
     load_seconds: float = 0.0     # loading the compiled kernels first (about 0.15 s in a fresh process)
     quarantine: str | None = None
+    cleared: list = field(default_factory=list)   # killed runs' staging folders cleared first (census)
 
     def to_json(self) -> dict:
         return {"type": "rebuild", "start": self.start, "end": self.end, "records": self.records,
@@ -57,7 +58,8 @@ class RebuildReport:
                 "removedQueues": [{"topic": t, "queueId": q} for t, q in self.removed_queues],
                 "unsafeTopics": self.unsafe_topics,
                 "stop": self.stop.to_json() if self.stop else None, "seconds": round(self.seconds, 3),
-                "loadSeconds": round(self.load_seconds, 3), "quarantine": self.quarantine}
+                "loadSeconds": round(self.load_seconds, 3), "quarantine": self.quarantine,
+                "clearedStaging": self.cleared}
 
 
 def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bool = False,
@@ -89,7 +91,8 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
             report.seconds = time.perf_counter() - started
             return report
         report = RebuildReport(start, start, load_seconds=started - loading)
-        stage = layout.root / f".rebuild-{os.getpid()}-{int(time.time() * 1000)}"
+        report.cleared = census.clear_killed_staging(layout.root)
+        stage = layout.root / census.staging_name(os.getpid(), int(time.time() * 1000))
         stage.mkdir()
         try:
             checkpoint = StoreCheckpoint(layout.checkpoint_path, five_longs=config.is_5x)

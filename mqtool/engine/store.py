@@ -172,6 +172,7 @@ class MessageStore:
             return
         recovery.apply(self, self.recovery_plan, self.quarantine)
         self._trim_epoch_file(dry_run=False)
+        self.notes.extend(census.clear_killed_staging(self.root))   # the lock is ours: no run is going on
         self.writer = CommitLogWriter(self.commitlog_queue, config, self.clock, self.store_host)
         self.writer.topic_queue_table = {key: cq_max_offset(cq) for key, cq in self.dispatcher.queues.items()}
 

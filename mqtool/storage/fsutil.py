@@ -255,7 +255,7 @@ def process_command(pid: int) -> str | None:
     except (OSError, ValueError):
         return None
     words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
-    return " ".join(words) or None
+    return " ".join(" ".join(words).split()) or None     # one line: an argument's newlines are spaces
 
 
 def process_alive(pid: int) -> bool:
