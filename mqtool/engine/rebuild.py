@@ -9,12 +9,15 @@ the same commitlog, byte for byte.
 
 salvage: every intact record of a damaged store (magic code and CRC check)
 is copied, as it is, into a new store, skipping damaged regions the way the
-walker resynchronises; the source is only read.
+walker resynchronises; the source is only read.  The new store is built aside, in
+.<OUT>.salvage-<pid>-<ms>/ next to OUT, and renamed to OUT only when complete: a
+killed salvage leaves no OUT, and the next one clears what it left.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -221,6 +224,54 @@ class SalvageReport:
         return {"type": "salvage", "copied": self.copied, "skippedRecords": self.skipped_records,
                 "skippedBytes": self.skipped_bytes, "damage": [p.to_json() for p in self.damage],
                 "unsafeTopics": self.unsafe_topics, "danglingPrepared": self.dangling_prepared}
+
+
+def _salvage_staging(target: Path) -> re.Pattern:
+    return re.compile(re.escape(f".{target.name}.salvage-") + r"(\d{1,10})-\d{1,20}\Z")
+
+
+def killed_salvages(target: Path) -> list[tuple[Path, int]]:
+    """(folder, pid) of the partial new stores killed salvage runs into target left beside it
+    (their process is not running)."""
+    pattern = _salvage_staging(target)
+    found = []
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return found
+    for name in sorted(names):
+        match = pattern.match(name)
+        path = target.parent / name
+        if match and path.is_dir() and not path.is_symlink() and not fsutil.process_alive(int(match.group(1))):
+            found.append((path, int(match.group(1))))
+    return found
+
+
+def salvage_into(layout, config, *, open_store, on_progress=None) -> tuple[SalvageReport, list[str]]:
+    """salvage() into the new store config.storePathRootDir (OUT, missing or empty), built aside
+    and renamed into place when complete.  open_store(config) opens a MessageStore.  Returns the
+    report and what was cleared first (partial stores of killed runs into the same OUT)."""
+    target = Path(config.storePathRootDir)
+    cleared = []
+    for path, pid in killed_salvages(target):
+        shutil.rmtree(path, ignore_errors=True)
+        cleared.append(f"cleared {path}, the partial new store of a killed salvage (process {pid}); "
+                       "this run starts over")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage = target.parent / f".{target.name}.salvage-{os.getpid()}-{int(time.time() * 1000)}"
+    try:
+        with open_store(config.replace(storePathRootDir=str(stage))) as engine:
+            report = salvage(layout, engine, on_progress=on_progress)
+        try:
+            os.rename(stage, target)     # an empty OUT is replaced; a non-empty one (made meanwhile) is not
+        except OSError as exc:
+            raise RefusedError(f"OUT is no longer a new or empty directory ({exc.strerror}); nothing was "
+                               "put there", path=target) from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    fsutil.fsync_dir(target.parent)
+    return report, cleared
 
 
 def salvage(layout, target_store, *, batch: int = 1024, on_progress=None) -> SalvageReport:
