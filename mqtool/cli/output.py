@@ -96,8 +96,9 @@ def printable(text: str) -> str:
 
 
 def note(message: str) -> None:
-    """A human remark on stderr (never mixed into data on stdout)."""
-    stderr().print(printable(message), highlight=False, markup=False)
+    """A human remark on stderr (never mixed into data on stdout), one line however long (a program
+    reading stderr, or grep, sees it whole)."""
+    stderr().print(printable(message), highlight=False, markup=False, soft_wrap=True)
 
 
 class TableStream:
