@@ -168,15 +168,17 @@ class _Progress:
         self.bar.update(self.task, completed=completed)
 
 
-def in_use(layouts, as_json: bool) -> None:
+def in_use(layouts, as_json: bool, *, say: bool = True) -> None:
     """Readers of a store a live process holds: one line on stderr per store, and with --json a
     first line {"type": "in_use", "store", "pid", "command"} (StoreLayout.in_use, the one
-    lock-owner rule), so what is read is known to be a moving target."""
+    lock-owner rule), so what is read is known to be a moving target.  say=False: no stderr line
+    (the command's refusal that follows is that line)."""
     for layout in layouts:
         held = layout.in_use()
         if held is None:
             continue
-        note(f"note: the store {layout.root} is in use: {held['holder']} holds its lock file; what it writes "
-             "while this reads can be missing or look damaged")
+        if say:
+            note(f"note: the store {layout.root} is in use: {held['holder']} holds its lock file; what it writes "
+                 "while this reads can be missing or look damaged")
         if as_json:
             emit_json({"type": "in_use", "store": str(layout.root), "pid": held["pid"], "command": held["command"]})
