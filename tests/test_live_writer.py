@@ -30,8 +30,9 @@ def _read_line(stream, timeout: float) -> bytes | None:
 class LiveAppend:
     """`mqtool append STORE --json ...` reading a pipe, its put lines read from another pipe."""
 
-    def __init__(self, store: Path, *args, stdout=subprocess.PIPE):
-        self.proc = subprocess.Popen(MQTOOL + ["append", str(store), "--json", *map(str, args)],
+    def __init__(self, store: Path, *args, stdout=subprocess.PIPE, as_json=True):
+        self.proc = subprocess.Popen(MQTOOL + ["append", str(store), *(["--json"] if as_json else []),
+                                               *map(str, args)],
                                      stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE, bufsize=0)
 
     def send(self, i: int) -> None:
@@ -65,6 +66,19 @@ def test_each_line_from_a_pipe_is_acknowledged_within_200_ms(tmp_path, flush):
             assert (put["type"], put["line"], put["status"]) == ("put", i, "PUT_OK"), put
             assert took < 0.2
             time.sleep(0.05)
+        assert live.close() == 0
+    finally:
+        live.kill()
+
+
+def test_without_json_each_stored_line_is_said_as_it_is_acknowledged(tmp_path):
+    live = LiveAppend(tmp_path / "s", as_json=False)
+    try:
+        live.send(1)
+        assert _read_line(live.proc.stdout, START) == b"stored input line 1: 1 PUT_OK\n"
+        for i in range(2, 5):
+            live.send(i)
+            assert _read_line(live.proc.stdout, 0.2) == f"stored input line {i}: 1 PUT_OK\n".encode()
         assert live.close() == 0
     finally:
         live.kill()

@@ -226,8 +226,11 @@ def _append_lines(config, reader, report, progress: bool, size: int | None) -> N
                     nonlocal pending
                     if pending is not None:
                         done, pending = pending, None
-                        for numbers, results in done.result():
+                        stored = done.result()
+                        for numbers, results in stored:
                             report.puts(numbers, results)
+                        if reader.fd is not None:
+                            report.acknowledged(stored)
                         sys.stdout.flush()   # acknowledged: a program reading them must not wait on a buffer
                         bar.update(reader.bytes_read)
 
@@ -453,6 +456,21 @@ class _Report:
         self.failed = 0
         self.first_line = self.last_line = None
         self.first_offset = self.last_offset = None
+
+    def acknowledged(self, stored: list) -> None:
+        """From a pipe or terminal, without --json: one line per stored batch as it is acknowledged
+        (the table or summary still comes at the end); --json lines are written as they come."""
+        if self.as_json or not stored:
+            return
+        puts = sum(len(results) for _, results in stored)
+        failed = sum(0 if isinstance(results, BatchResults) else sum(not r.ok for r in results)
+                      for _, results in stored)
+        if not puts:
+            return
+        first, last = int(stored[0][0][0]), int(stored[-1][0][-1])
+        lines = f"line {first}" if first == last else f"lines {first}-{last}"
+        output.stdout().print(f"stored input {lines}: {puts - failed:,} PUT_OK"
+                              + (f", {failed:,} not stored" if failed else ""), highlight=False, markup=False)
 
     def checked(self, lines: int) -> None:
         if self.as_json:
