@@ -91,6 +91,12 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
         if dry_run or not files:
             end, _, stop, _ = recovery.walk_for_recovery(queue, 0, config.checkCRCOnRecover)
             report = RebuildReport(start, end, stop=stop, load_seconds=started - loading)
+            killed = [s for s in census.take(layout).staging if not s.alive]
+            if dry_run:
+                report.cleared = [f"would clear {s.name}/, the staging folder of a killed rebuild-cq run "
+                                  f"(process {s.pid})" for s in killed]
+            else:
+                report.cleared = census.clear_killed_staging(layout.root)
             report.seconds = time.perf_counter() - started
             return report
         report = RebuildReport(start, start, load_seconds=started - loading)
