@@ -5,7 +5,8 @@
 Inputs: JSON lines of 1 KiB bodies (topic, queueId over 8 queues, tags, one key, born host and
 time, a 1 KiB text body), generated once into benchmarks/.work/append-<lines>.jsonl.  Each run is
 a fresh process writing a new store (RocketMQ's default 1 GiB commitlog files), stdout on
-/dev/null, with and without --json; the report gives wall time, msgs/s, the ratio to the
+/dev/null, with and without --json (--input FILE), and with --json from a pipe fed as fast as
+it is read (stdin: a fast producer, whose batches must stay full: an idle pipe closes a batch); the report gives wall time, msgs/s, the ratio to the
 reference, user and system CPU seconds and the child's peak RSS (os.wait4), then the peak RSS
 ratio of the largest input to the smallest (memory flat in the number of lines: <= 1.15).
 
@@ -25,7 +26,10 @@ import json
 import os
 import shutil
 import sys
+import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from bench_dump import mqtool_command, run_once   # the same child runs and rusage
@@ -48,6 +52,31 @@ def make_input(path: Path, lines: int) -> None:
     part.rename(path)
 
 
+def run_piped(cmd: list[str], source: Path) -> dict:
+    """run_once, with the input written into the child's stdin (a pipe) as fast as it reads it."""
+    with tempfile.TemporaryFile() as err, open(source, "rb") as data:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+
+        def feed():
+            try:
+                while chunk := data.read(1 << 20):
+                    proc.stdin.write(chunk)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        feeder.join()
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    return {"wall": wall, "code": os.waitstatus_to_exitcode(status), "stderr": stderr,
+            "rss": usage.ru_maxrss * 1024, "user": usage.ru_utime, "sys": usage.ru_stime}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", default="300000,1000000", help="input sizes, comma separated")
@@ -68,12 +97,16 @@ def main(argv=None) -> int:
     for lines in sizes:
         source = base / f"append-{lines}.jsonl"
         make_input(source, lines)
-        for variant, extra in (("--json", ["--json"]), ("table", [])):
+        for variant, extra in (("--json", ["--json"]), ("table", []), ("pipe", ["--json"])):
             best = None
             for _ in range(args.repeat):
                 store = Path(tempfile.mkdtemp(prefix="append-cli-", dir=base)) / "store"
                 try:
-                    run = run_once(mqtool + ["append", str(store), "--input", str(source), "--no-progress"] + extra)
+                    if variant == "pipe":
+                        run = run_piped(mqtool + ["append", str(store), "--no-progress"] + extra, source)
+                    else:
+                        run = run_once(mqtool + ["append", str(store), "--input", str(source), "--no-progress"]
+                                       + extra)
                 finally:
                     shutil.rmtree(store.parent, ignore_errors=True)
                 if run["code"] != 0:

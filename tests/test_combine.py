@@ -117,7 +117,11 @@ CTRL_C_STORM = textwrap.dedent("""
                 worker_errors.append(repr(exc))
             i += 1
 
+    go = threading.Event()     # the storm starts once sender.start() has returned (a SIGINT while
+                               # start() waits for the thread would hit the harness, not the combiner)
+
     def ctrl_c():
+        go.wait()
         while not stop.is_set():
             time.sleep(random.random() * 0.002)
             os.kill(os.getpid(), signal.SIGINT)
@@ -133,6 +137,7 @@ CTRL_C_STORM = textwrap.dedent("""
     threading.Thread(target=watchdog, daemon=True).start()
     sender = threading.Thread(target=ctrl_c, daemon=True)
     sender.start()
+    go.set()
     deadline, i, interrupted = time.monotonic() + 1.5, 0, 0
     while True:
         try:

@@ -132,8 +132,9 @@ def test_info_reports_a_live_lock_holder(store_copy, run_cli):
         (info,) = result.json_lines()
         assert info["lock"]["held"] is True
         assert info["lock"]["heldBy"] == proc.pid
+        assert info["lock"]["command"].startswith(f"{sys.executable} -c import fcntl")   # what holds it, from /proc
         table = run_cli("info", store)
-        assert f"held by pid {proc.pid}" in table.out
+        assert f"held by process {proc.pid} ({sys.executable} -c import fcntl" in " ".join(table.out.split())
     finally:
         proc.kill()
         proc.wait()

@@ -215,7 +215,10 @@ def test_second_opener_is_refused_while_the_lock_is_held(tmp_path, run_cli):
         result = run_cli("append", root, "--topic", "T", "--body", "x")
         assert result.code == 3, result.err
         (info,) = run_cli("info", root, "--json").json_lines()
-        assert info["lock"] == {"exists": True, "held": True, "heldBy": os.getpid()}
+        command = " ".join(open(f"/proc/{os.getpid()}/cmdline", "rb").read().decode().replace("\0", " ").split())
+        holder = info["lock"].pop("holder")
+        assert info["lock"] == {"exists": True, "held": True, "heldBy": os.getpid(), "command": command}
+        assert holder.startswith(f"process {os.getpid()} ({command[:100]}")
         cli = subprocess.run([os.path.join(os.path.dirname(sys.executable), "mqtool"), "append", str(root),
                               "--topic", "T", "--body", "x"], capture_output=True, text=True)
         assert cli.returncode == 3, cli.stderr

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from mqtool.broker import brokerprops, compression
 from mqtool.engine.message import MessageInner
 from mqtool.errors import UsageError
-from mqtool.storage.topics import send_forbidden
+from mqtool.formats import multidispatch
+from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from mqtool.storage.topics import lmq_reserved, send_forbidden
 
 KNOWN_FIELDS = {
     "topic", "queueId", "tags", "keys", "body", "bodyBase64", "bodyPattern", "properties", "bornHost",
@@ -72,6 +74,8 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
         raise SpecError(line, f"bornHost must be host:port, not {spec['bornHost']!r}")
     if send_forbidden(spec["topic"]) and not allow_system_topics:
         raise SpecError(line, f"sending to topic {spec['topic']} is forbidden (a broker refuses it too)")
+    if lmq_reserved(spec["topic"]) and not allow_system_topics:
+        raise SpecError(line, f"topic {spec['topic']}: {LMQ_REFUSED}")
     for name, (low, high) in RANGES.items():
         value = spec.get(name)
         if value is None:
@@ -82,6 +86,9 @@ def to_message(spec: dict, *, line: int = 0, version: str = "4", cluster: str | 
     if props is not None and not (isinstance(props, dict)
                                   and all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())):
         raise SpecError(line, "properties must be an object of strings")
+    problem = text_problem(spec, allow_reserved=allow_system_topics)
+    if problem:
+        raise SpecError(line, problem)
     # a Java string reaches the store through getBytes(UTF-8), which writes '?' for a lone
     # surrogate: the same here, before anything (the tags code, the index keys) is computed
     spec = {k: (_java_text(v) if k in ("tags", "keys", "properties", "bornHost") else v) for k, v in spec.items()}
@@ -121,6 +128,41 @@ INT32, INT64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
 RANGES = {"queueId": (0, INT32[1]), "bornTimestamp": INT64, "storeTimestamp": INT64,
           "reconsumeTimes": INT32, "preparedTransactionOffset": INT64, "delayLevel": INT32,
           "sysFlag": INT32, "flag": (INT32[0], (1 << 32) - 1)}
+
+
+# the properties a broker's multi-dispatch writes (LMQ): a line that gives them would be
+# dispatched into LMQ queues the store does not keep
+RESERVED_PROPERTIES = (multidispatch.INNER_MULTI_DISPATCH, multidispatch.INNER_MULTI_QUEUE_OFFSET)
+LMQ_REFUSED = ("%LMQ% queues are written by a broker's multi-dispatch (enableLmq), which append does not do; "
+               "nothing of this line was stored (--allow-system-topics stores it as given)")
+SEPARATORS = (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)
+
+
+def text_problem(spec: dict, *, allow_reserved: bool = False) -> str | None:
+    """Why the line's tags, keys or properties cannot be stored as given, or None.
+
+    The properties are stored as name 0x01 value 0x02 ...: a text holding either byte is read
+    back (MessageDecoder.string2messageProperties, and a broker indexing the keys) as other
+    properties than the line gave, so it is refused, as are the multi-dispatch properties
+    (unless allow_reserved: --allow-system-topics, which builds test stores)."""
+    texts = []
+    for field in ("tags", "keys"):
+        value = spec.get(field)
+        if isinstance(value, str):
+            texts.append((field, value))
+        elif isinstance(value, list):
+            texts.extend((field, v) for v in value if isinstance(v, str))
+    for name, value in (spec.get("properties") or {}).items():
+        if name in RESERVED_PROPERTIES and not allow_reserved:
+            return f"property {name} is written by a broker's multi-dispatch (LMQ), not by a producer: {LMQ_REFUSED}"
+        texts.append(("a property name", name))
+        texts.append((f"property {name!r}", value))
+    for what, text in texts:
+        for byte in SEPARATORS:
+            if byte in text:
+                return (f"{what} holds the byte 0x{ord(byte):02x}, which separates a message's properties "
+                        "(they would be read back as other properties); nothing of this line was stored")
+    return None
 
 
 def _java_text(value):

@@ -96,8 +96,9 @@ def printable(text: str) -> str:
 
 
 def note(message: str) -> None:
-    """A human remark on stderr (never mixed into data on stdout)."""
-    stderr().print(printable(message), highlight=False, markup=False)
+    """A human remark on stderr (never mixed into data on stdout), one line however long (a program
+    reading stderr, or grep, sees it whole)."""
+    stderr().print(printable(message), highlight=False, markup=False, soft_wrap=True)
 
 
 class TableStream:
@@ -165,3 +166,19 @@ class _Progress:
 
     def update(self, completed: int) -> None:
         self.bar.update(self.task, completed=completed)
+
+
+def in_use(layouts, as_json: bool, *, say: bool = True) -> None:
+    """Readers of a store a live process holds: one line on stderr per store, and with --json a
+    first line {"type": "in_use", "store", "pid", "command"} (StoreLayout.in_use, the one
+    lock-owner rule), so what is read is known to be a moving target.  say=False: no stderr line
+    (the command's refusal that follows is that line)."""
+    for layout in layouts:
+        held = layout.in_use()
+        if held is None:
+            continue
+        if say:
+            note(f"note: the store {layout.root} is in use: {held['holder']} holds its lock file; what it writes "
+                 "while this reads can be missing or look damaged")
+        if as_json:
+            emit_json({"type": "in_use", "store": str(layout.root), "pid": held["pid"], "command": held["command"]})

@@ -11,6 +11,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import select
+import stat
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -71,18 +73,21 @@ MAX_BODY_FILE = 64 << 20
 
 
 CHUNK = 4 << 20      # bytes read at a time: a block of lines scanned together
+IDLE = 0.02          # a pipe or terminal idle this long (seconds) closes the batch: its lines are stored
 
 
 class _LineTooLong(Exception):
     """The line after the blocks read so far is longer than MAX_LINE."""
 
 
-def _blocks(source):
+def _blocks(source, fd: int | None = None):
     """uint8 arrays of whole lines (the last one may lack its newline) of a binary source.
     A line longer than MAX_LINE raises _LineTooLong, not read on (memory stays bounded on
-    /dev/zero); the caller, which counts the lines, says which."""
+    /dev/zero); the caller, which counts the lines, says which.  fd: the source's descriptor
+    when it is a pipe or a terminal, read directly (no buffer hides what has arrived from
+    _streaming's select)."""
     carry = b""
-    read = getattr(source, "read1", source.read)
+    read = (lambda n: _read_ready(fd, n)) if fd is not None else getattr(source, "read1", source.read)
     while True:
         chunk = read(CHUNK)
         if not chunk:
@@ -100,6 +105,30 @@ def _blocks(source):
             continue
         carry = data[cut:]
         yield np.frombuffer(data, dtype=np.uint8)[:cut]
+
+
+def _streaming(source) -> int | None:
+    """The descriptor of a source that delivers lines as they come (a pipe, a FIFO, a terminal,
+    a socket), whose batches close when it goes idle; None for a regular file (read at full speed)."""
+    try:
+        fd = source.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISBLK(mode) else fd
+
+
+def _read_ready(fd: int, size: int) -> bytes:
+    """Up to size bytes of a pipe: one read that waits, then what has arrived meanwhile (a pipe
+    gives 64 KiB a read; a fast producer's lines are scanned in blocks as large as a file's)."""
+    parts = [os.read(fd, size)]
+    got = len(parts[0])
+    while parts[-1] and got < size and _readable(fd, 0):
+        parts.append(os.read(fd, size - got))
+        got += len(parts[-1])
+    if not parts[-1] and len(parts) > 1:
+        parts.pop()     # the end of the input: the next read says so again
+    return b"".join(parts) if len(parts) > 1 else parts[0]
 
 
 def _too_long(number: int) -> UsageError:
@@ -134,7 +163,8 @@ LISTED_FAILURES = 100
               help="Lines read and checked before they are stored together.")
 @click.option("--dry-run", is_flag=True, help="Read and check every line; store nothing (the store is not opened).")
 @click.option("--allow-system-topics", is_flag=True,
-              help="Allow topics a broker refuses from producers (SCHEDULE_TOPIC_XXXX, ...).")
+              help="Allow topics and properties a broker refuses from producers (SCHEDULE_TOPIC_XXXX, ..., "
+                   "%LMQ% topics, INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET), stored as given.")
 def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, keys, props, body, body_file,
         born_host, delay_level, flag, input_path, flush_type, batch, dry_run, allow_system_topics):
     """Put messages into STORE, as a broker would store them."""
@@ -168,7 +198,7 @@ def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, 
     # batch's objects again and again (a tenth of the run)
     gc.disable()
     try:
-        _append_lines(config, _Reader(source, batcher, batch, report, dry_run), report,
+        _append_lines(config, _Reader(source, batcher, batch, report, dry_run, _streaming(source)), report,
                       progress and not dry_run, _size(input_path))
     finally:
         gc.enable()
@@ -196,8 +226,12 @@ def _append_lines(config, reader, report, progress: bool, size: int | None) -> N
                     nonlocal pending
                     if pending is not None:
                         done, pending = pending, None
-                        for numbers, results in done.result():
+                        stored = done.result()
+                        for numbers, results in stored:
                             report.puts(numbers, results)
+                        if reader.fd is not None:
+                            report.acknowledged(stored)
+                        sys.stdout.flush()   # acknowledged: a program reading them must not wait on a buffer
                         bar.update(reader.bytes_read)
 
                 reader.settle = settle
@@ -245,6 +279,8 @@ def _open_store(config) -> MessageStore:
     if plan is not None and plan.changes_anything and (plan.data_end > plan.cut or plan.queue_cuts):
         output.note(f"recovered the store first ({plan.mode}): cut at commitlog offset {plan.cut}; "
                     f"cut bytes kept in {engine.quarantine.dir or 'the quarantine'}")
+    for note in engine.notes:
+        output.note(note)
     return engine
 
 
@@ -253,10 +289,12 @@ class _Reader:
     (specblock) as one ColumnBatch, runs of other plain lines as one PlainBatch, runs of
     the rest as MessageInner objects; each line parsed once."""
 
-    def __init__(self, source, batcher: SpecBatcher, batch: int, report, dry_run: bool):
+    def __init__(self, source, batcher: SpecBatcher, batch: int, report, dry_run: bool, fd: int | None = None):
         from mqtool.broker.specblock import BlockScanner  # compiled code: loaded only for --input
 
-        self.blocks = _blocks(source)
+        self.blocks = _blocks(source, fd)
+        self.fd = fd             # a pipe or terminal: batches close when it is idle (_idle)
+        self.was_idle = False
         self.scanner = BlockScanner(batcher, MAX_LINE)
         self.block, self.pos, self.block_bytes = None, 0, 0   # the block being read, its next line
         self.next_number = 1     # the number of the first line of the next block
@@ -331,11 +369,34 @@ class _Reader:
         self.pos, self.lines, self.pending = j, self.lines + j - i, self.pending + j - i
         return True
 
+    def _idle(self) -> bool:
+        """A pipe or terminal with nothing to read for IDLE seconds, when the lines read so far
+        are all taken: True closes the batch (its lines are stored and acknowledged now, not
+        when `batch` lines have come).  With no line waiting, the batch being stored is
+        acknowledged (settle) before the read blocks."""
+        if self.fd is None or self._held is not None or (self.block is not None and self.pos < len(self.block)):
+            return False
+        if _readable(self.fd, 0):
+            self.was_idle = False
+            return False
+        if self.pending:
+            if _readable(self.fd, IDLE):
+                return False
+            self.was_idle = True
+            return True
+        if self.was_idle or not _readable(self.fd, IDLE):
+            self.was_idle = False
+            self.settle()
+        return False
+
     def fill(self) -> None:
-        """Read until `batch` lines wait, the input ends, or a line names an earlier half or
-        prepared line while lines wait (they are stored first: it may name one of them)."""
+        """Read until `batch` lines wait, the input ends, a pipe's input goes idle (_idle), or a
+        line names an earlier half or prepared line while lines wait (they are stored first: it
+        may name one of them)."""
         batcher = self.batcher
         while self.pending < self.batch:
+            if self._idle():
+                return
             if self._fast_run():
                 continue
             item = self._next()
@@ -395,6 +456,21 @@ class _Report:
         self.failed = 0
         self.first_line = self.last_line = None
         self.first_offset = self.last_offset = None
+
+    def acknowledged(self, stored: list) -> None:
+        """From a pipe or terminal, without --json: one line per stored batch as it is acknowledged
+        (the table or summary still comes at the end); --json lines are written as they come."""
+        if self.as_json or not stored:
+            return
+        puts = sum(len(results) for _, results in stored)
+        failed = sum(0 if isinstance(results, BatchResults) else sum(not r.ok for r in results)
+                      for _, results in stored)
+        if not puts:
+            return
+        first, last = int(stored[0][0][0]), int(stored[-1][0][-1])
+        lines = f"line {first}" if first == last else f"lines {first}-{last}"
+        output.stdout().print(f"stored input {lines}: {puts - failed:,} PUT_OK"
+                              + (f", {failed:,} not stored" if failed else ""), highlight=False, markup=False)
 
     def checked(self, lines: int) -> None:
         if self.as_json:
@@ -507,6 +583,14 @@ def _joined(items: list) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.array([len(b) for b in items], dtype=np.int64)
     return (np.frombuffer(b"".join(items) or b"\0", dtype=np.uint8),
             np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Is there input (or its end) on fd within timeout seconds?"""
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    except (OSError, ValueError):
+        return True     # cannot wait on it: read (and block) as before
 
 
 def _referable(spec) -> bool:

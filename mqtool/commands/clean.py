@@ -117,11 +117,9 @@ def cli(store, config_path, settings, as_json, prometheus, ignore_window, force,
         _note(f"note: {warning}")
     clock, disk = SystemClock(), DiskUsage()
     if dry_run:
-        holder = layout.is_locked()
-        if holder is not None:
-            pid = layout.lock_owner(holder)
-            raise RefusedError("the store is in use: a broker holds its lock file"
-                               + (f" (process {pid})" if pid else ""), path=layout.lock_path)
+        held = layout.in_use()
+        if held is not None:
+            raise RefusedError(f"the store is in use: {held['holder']} holds its lock file", path=layout.lock_path)
         leave_out = ()
         if layout.abort_path.exists():   # a crashed store: the real run recovers first, so plan on what stays
             plan = MessageStore(config, writer="clean", clock=clock, disk_usage=disk, start_services=False).open(

@@ -107,6 +107,7 @@ def cli(target, kind, config_path, settings, as_json, topics, queues, offset_fro
                 raise NotAStoreError("no such store directory or file", path=path)
             raise UsageError("give KIND after STORE: " + ", ".join(KINDS))
         layout = open_layout(target, config_path, settings)
+        output.in_use([layout], as_json)
         _dump_store(layout, kind, filters, ctx)
     problems = ctx["tally"].problems
     if problems:

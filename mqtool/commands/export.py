@@ -42,6 +42,7 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
     all of them go into one output, each with its broker name.
     """
     found = pipeline.find_stores(stores, config_path, settings)
+    output.in_use([s.layout() for s in found], as_json)
     filters = Filters.from_options(topics, since=since, until=until)
     target = Path(out).absolute()
     _check_target(target, found, overwrite)

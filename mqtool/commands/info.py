@@ -123,9 +123,8 @@ def _show(info: dict) -> None:
     console.print(f"  last shutdown  {shutdown}", highlight=False)
     lock = info["lock"]
     if lock["held"]:
-        who = f"pid {lock['heldBy']}" if lock["heldBy"] else "a process on another host"
-        console.print(f"  lock           [yellow]held by {who}: a broker is using this store[/yellow]",
-                      highlight=False)
+        console.print(f"  lock           [yellow]held by {escape(output.printable(lock['holder']))}: it is using "
+                      "this store[/yellow]", highlight=False)
     else:
         console.print("  lock           free", highlight=False)
     for line in info["unchecked"]:

@@ -46,6 +46,7 @@ def cli(store, msgid, uniq, topic, config_path, settings, as_json, body_format, 
         raise UsageError(str(exc)) from None
     msgid = msgid.strip().upper()
     layout = open_layout(store, config_path, settings)
+    output.in_use([layout], as_json)
     show = _show.MessageOutput(msgid, as_json, body_format, no_body, detail=True)
     notes: list[str] = []
     with StoreReader(layout) as reader:

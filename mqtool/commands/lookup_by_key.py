@@ -64,6 +64,7 @@ def cli(store, key, topic, begin, end, max_num, scan, config_path, settings, as_
     """
     first, last = time_window(begin, end)
     layout = open_layout(store, config_path, settings)
+    output.in_use([layout], as_json)
     with StoreReader(layout) as reader:
         if scan:
             total = sum(mf.file_size for mf in reader.commitlog.files)

@@ -82,6 +82,8 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
             console.print(f"  the commitlog is damaged at {report.stop.path} byte {report.stop.file_offset} "
                           f"({report.stop.kind}); later records were not dispatched: run `mqtool recover`",
                           highlight=False, markup=False)
+        for line in report.cleared:
+            console.print(f"  {line}", highlight=False, markup=False)
         for topic, queue_id, units in report.queues:
             console.print(f"  {topic}/{queue_id}: {units:,} units", highlight=False, markup=False)
         for topic, queue_id in report.removed_queues:

@@ -48,6 +48,7 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     engine = MessageStore(config, writer="recover", quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
                           start_services=False)
     if dry_run:
+        output.in_use([layout], as_json, say=False)   # the dry run is refused (exit 3), naming the holder
         with _cannot_load(layout, store):
             engine.open(recovery_mode=mode, dry_run=True)
         plan = engine.recovery_plan

@@ -25,6 +25,9 @@ from mqtool.storage.settings import open_layout, store_config_for_write
 def cli(store, out, config_path, settings, as_json, progress, drop_features):
     """Copy every intact message (magic code and body CRC check) of STORE into a new store OUT.
 
+    OUT is built aside (.OUT.salvage-<pid>-<ms>/ beside it) and appears only when complete; a
+    killed run leaves no OUT, and the next run clears what it left and starts over.
+
     Damaged regions are skipped by resynchronising on the next valid record and reported.
     OUT gets fresh consume queues and index, and STORE's file sizes and format unless --set
     says otherwise; queue offsets are numbered again (no holes).  STORE is only read.
@@ -52,11 +55,14 @@ def cli(store, out, config_path, settings, as_json, progress, drop_features):
     if drop_features:
         config = census.without_features(config)
     total = sum(f.size for f in source.commitlog_files())
-    with MessageStore(config, writer="salvage", start_services=False) as engine:
-        with output.progress(total, "salvage", enabled=progress) as bar:
-            report = rebuild.salvage(source, engine, on_progress=bar.advance)
+    with output.progress(total, "salvage", enabled=progress) as bar:
+        report, cleared = rebuild.salvage_into(
+            source, config, on_progress=bar.advance,
+            open_store=lambda c: MessageStore(c, writer="salvage", start_services=False))
+    for line in cleared:
+        output.note(line)
     if as_json:
-        output.emit_json(report.to_json())
+        output.emit_json({**report.to_json(), "clearedPartial": cleared})
     else:
         console = output.stdout()
         console.print(f"copied {report.copied:,} messages into {out}", highlight=False, markup=False)

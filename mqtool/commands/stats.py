@@ -38,6 +38,7 @@ def cli(stores, config_path, settings, as_json, prometheus, topics, since, until
     stores are summed up together, each under its broker name.
     """
     found = pipeline.find_stores(stores, config_path, settings)
+    output.in_use([s.layout() for s in found], as_json)
     filters = Filters.from_options(topics, since=since, until=until)
     runner = engineopts.open_engine(engine, jobs, master, spark_conf)
     try:

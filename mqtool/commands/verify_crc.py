@@ -49,11 +49,10 @@ def cli(store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, 
         raise UsageError("--scope: nothing to check")
     found = census.take(layout)
     notes = storeinfo.unchecked(found)
-    holder = layout.is_locked()
+    held = layout.in_use()
     in_use = None
-    if holder is not None:     # read-only, so not refused; but a writer's work in flight looks like damage
-        pid = layout.lock_owner(holder)
-        in_use = f"process {pid}" if pid else "another process"
+    if held is not None:     # read-only, so not refused; but a writer's work in flight looks like damage
+        in_use = held["holder"]
         output.note(f"warning: the store is in use ({in_use} holds its lock file): what it is writing while "
                     "this runs can show up as problems; check a stopped store or a copy")
     if "rocksdb-consumequeue" in found.features and "cq" in scopes:
@@ -95,10 +94,13 @@ def cli(store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, 
                     "not confirmed them yet), not damage; a broker dispatches them only after a crash")
     if as_json:
         output.emit_json({**summary.to_json(), "problems": problems, "unchecked": notes,
-                          "inUseBy": in_use})
+                          "inUseBy": held and (f"process {held['pid']}" if held["pid"] else "another process"),
+                          "inUseCommand": held and held["command"], "staging": [s.to_json() for s in found.staging]})
     else:
         for line in notes:
             output.note(f"not checked: {line}")
+        for staged in found.staging:
+            output.note(f"note: {staged.note()}")
         table.flush()
         speed = f", {summary.bytes / summary.seconds / 1e6:,.0f} MB/s" if summary.seconds else ""
         output.note(f"checked {', '.join(scopes)}: {summary.files} files, {summary.bytes:,} bytes, "

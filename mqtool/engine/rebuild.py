@@ -9,12 +9,15 @@ the same commitlog, byte for byte.
 
 salvage: every intact record of a damaged store (magic code and CRC check)
 is copied, as it is, into a new store, skipping damaged regions the way the
-walker resynchronises; the source is only read.
+walker resynchronises; the source is only read.  The new store is built aside, in
+.<OUT>.salvage-<pid>-<ms>/ next to OUT, and renamed to OUT only when complete: a
+killed salvage leaves no OUT, and the next one clears what it left.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -49,6 +52,7 @@ class RebuildReport:
     seconds: float = 0.0          # the rebuild
     load_seconds: float = 0.0     # loading the compiled kernels first (about 0.15 s in a fresh process)
     quarantine: str | None = None
+    cleared: list = field(default_factory=list)   # killed runs' staging folders cleared first (census)
 
     def to_json(self) -> dict:
         return {"type": "rebuild", "start": self.start, "end": self.end, "records": self.records,
@@ -57,7 +61,8 @@ class RebuildReport:
                 "removedQueues": [{"topic": t, "queueId": q} for t, q in self.removed_queues],
                 "unsafeTopics": self.unsafe_topics,
                 "stop": self.stop.to_json() if self.stop else None, "seconds": round(self.seconds, 3),
-                "loadSeconds": round(self.load_seconds, 3), "quarantine": self.quarantine}
+                "loadSeconds": round(self.load_seconds, 3), "quarantine": self.quarantine,
+                "clearedStaging": self.cleared}
 
 
 def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bool = False,
@@ -86,10 +91,17 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
         if dry_run or not files:
             end, _, stop, _ = recovery.walk_for_recovery(queue, 0, config.checkCRCOnRecover)
             report = RebuildReport(start, end, stop=stop, load_seconds=started - loading)
+            killed = [s for s in census.take(layout).staging if not s.alive]
+            if dry_run:
+                report.cleared = [f"would clear {s.name}/, the staging folder of a killed rebuild-cq run "
+                                  f"(process {s.pid})" for s in killed]
+            else:
+                report.cleared = census.clear_killed_staging(layout.root)
             report.seconds = time.perf_counter() - started
             return report
         report = RebuildReport(start, start, load_seconds=started - loading)
-        stage = layout.root / f".rebuild-{os.getpid()}-{int(time.time() * 1000)}"
+        report.cleared = census.clear_killed_staging(layout.root)
+        stage = layout.root / census.staging_name(os.getpid(), int(time.time() * 1000))
         stage.mkdir()
         try:
             checkpoint = StoreCheckpoint(layout.checkpoint_path, five_longs=config.is_5x)
@@ -219,6 +231,54 @@ class SalvageReport:
         return {"type": "salvage", "copied": self.copied, "skippedRecords": self.skipped_records,
                 "skippedBytes": self.skipped_bytes, "damage": [p.to_json() for p in self.damage],
                 "unsafeTopics": self.unsafe_topics, "danglingPrepared": self.dangling_prepared}
+
+
+def _salvage_staging(target: Path) -> re.Pattern:
+    return re.compile(re.escape(f".{target.name}.salvage-") + r"(\d{1,10})-\d{1,20}\Z")
+
+
+def killed_salvages(target: Path) -> list[tuple[Path, int]]:
+    """(folder, pid) of the partial new stores killed salvage runs into target left beside it
+    (their process is not running)."""
+    pattern = _salvage_staging(target)
+    found = []
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return found
+    for name in sorted(names):
+        match = pattern.match(name)
+        path = target.parent / name
+        if match and path.is_dir() and not path.is_symlink() and not fsutil.process_alive(int(match.group(1))):
+            found.append((path, int(match.group(1))))
+    return found
+
+
+def salvage_into(layout, config, *, open_store, on_progress=None) -> tuple[SalvageReport, list[str]]:
+    """salvage() into the new store config.storePathRootDir (OUT, missing or empty), built aside
+    and renamed into place when complete.  open_store(config) opens a MessageStore.  Returns the
+    report and what was cleared first (partial stores of killed runs into the same OUT)."""
+    target = Path(config.storePathRootDir)
+    cleared = []
+    for path, pid in killed_salvages(target):
+        shutil.rmtree(path, ignore_errors=True)
+        cleared.append(f"cleared {path}, the partial new store of a killed salvage (process {pid}); "
+                       "this run starts over")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage = target.parent / f".{target.name}.salvage-{os.getpid()}-{int(time.time() * 1000)}"
+    try:
+        with open_store(config.replace(storePathRootDir=str(stage))) as engine:
+            report = salvage(layout, engine, on_progress=on_progress)
+        try:
+            os.rename(stage, target)     # an empty OUT is replaced; a non-empty one (made meanwhile) is not
+        except OSError as exc:
+            raise RefusedError(f"OUT is no longer a new or empty directory ({exc.strerror}); nothing was "
+                               "put there", path=target) from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    fsutil.fsync_dir(target.parent)
+    return report, cleared
 
 
 def salvage(layout, target_store, *, batch: int = 1024, on_progress=None) -> SalvageReport:

@@ -37,7 +37,7 @@ from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_offset_name
 from mqtool.storage import batchqueue, census, consumequeueext
 from mqtool.storage.config import StoreConfig
-from mqtool.storage.layout import discover
+from mqtool.storage.layout import describe_holder, discover
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 FAST_BATCH = 64   # put_many batches from this size on take the compiled path (mqtool/engine/batchappend.py)
@@ -172,6 +172,7 @@ class MessageStore:
             return
         recovery.apply(self, self.recovery_plan, self.quarantine)
         self._trim_epoch_file(dry_run=False)
+        self.notes.extend(census.clear_killed_staging(self.root))   # the lock is ours: no run is going on
         self.writer = CommitLogWriter(self.commitlog_queue, config, self.clock, self.store_host)
         self.writer.topic_queue_table = {key: cq_max_offset(cq) for key, cq in self.dispatcher.queues.items()}
 
@@ -423,8 +424,7 @@ def lock_store(layout, *, write: bool = True) -> int:
         return -1
     if not markers.try_lock(fd):
         os.close(fd)
-        pid = layout.lock_owner(markers.lock_holder(path))
-        who = f"process {pid}" if pid else "another process"
+        who = describe_holder(layout.lock_owner(markers.lock_holder(path)))["holder"]
         raise RefusedError(f"the store is in use: {who} holds its lock file", path=path)
     if write:
         os.pwrite(fd, markers.LOCK_CONTENT, 0)

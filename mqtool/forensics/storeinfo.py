@@ -12,6 +12,7 @@ from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger,
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
+from mqtool.storage.layout import is_new_store
 
 
 def iso(millis: int | None) -> str | None:
@@ -177,14 +178,15 @@ def gather(layout) -> dict:
         info["checkpoint"] = metafiles.read_checkpoint(layout.checkpoint_path)
     except MqError as exc:
         info["checkpoint"] = {"error": str(exc)}
+    info["newStore"] = is_new_store(layout.root)
     abort_exists = layout.abort_path.exists()
     info["abort"] = {"exists": abort_exists}
     if abort_exists:
         info["abort"]["pid"] = markers.parse_abort(fsutil.read_small(layout.abort_path, 64))
     info["cleanShutdown"] = not abort_exists
-    holder = layout.is_locked()
-    info["lock"] = {"exists": layout.lock_path.exists(),
-                    "heldBy": None if holder is None else layout.lock_owner(holder), "held": holder is not None}
+    held = layout.in_use()
+    info["lock"] = {"exists": layout.lock_path.exists(), "heldBy": held and held["pid"], "held": held is not None,
+                    "command": held and held["command"], "holder": held and held["holder"]}
     configs = {}
     for name in ("topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"):
         try:
@@ -227,7 +229,7 @@ def problems_shown(info: dict) -> list[str]:
             problems.append(f"index/{header['name']}: {header['error']}")
         for what in header.get("headerProblems", []):
             problems.append(f"index/{header['name']} {what}")
-    if "error" in info["checkpoint"]:
+    if "error" in info["checkpoint"] and not info["newStore"]:   # a new store has no checkpoint yet
         problems.append(info["checkpoint"]["error"])   # it names the file
     for config in info["configFiles"].values():
         if "error" in config:

@@ -30,6 +30,7 @@ from mqtool.formats.filenames import is_offset_name
 from mqtool.storage import batchqueue, commitlog, dispatchrequest, fsutil
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.mappedfile import MappedFile
+from mqtool.storage.layout import is_new_store
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.settings import open_layout
 
@@ -90,7 +91,8 @@ class Store:
 
 
 def _looks_like_store(path: Path) -> bool:
-    return any((path / name).exists() for name in ("commitlog", "consumequeue", "checkpoint", "index"))
+    return (any((path / name).exists() for name in ("commitlog", "consumequeue", "checkpoint", "index"))
+            or is_new_store(path))
 
 
 def _default_name(path: Path) -> str:

@@ -13,6 +13,7 @@ MessageStoreConfig, TimerMessageStore, CompactionStore, RocksDBConsumeQueueStore
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +113,38 @@ _CONFIG_ROCKSDB_DIRS = ("consumerOffsets", "subscriptionGroups", "topics", "rdb"
 _ROCKSDB_MARKERS = ("CURRENT", "IDENTITY", "OPTIONS-", "MANIFEST-")
 LMQ_PREFIX = multidispatch.LMQ_PREFIX
 
+# rebuild-cq stages its files in .rebuild-<pid>-<epoch ms>/ inside the store (mqtool/engine/rebuild.py)
+_STAGING = re.compile(r"\.rebuild-(\d{1,10})-\d{1,20}\Z")
+
+
+def staging_name(pid: int, millis: int) -> str:
+    return f".rebuild-{pid}-{millis}"
+
+
+def staging_pid(name: str) -> int | None:
+    """The pid of the rebuild-cq run whose staging folder this is, or None when it is not one."""
+    match = _STAGING.match(name)
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class Staging:
+    """A rebuild-cq staging folder: its name, the run's pid, and whether that process is running
+    (a dead run's staging is cleared by the next writer that holds the lock: rebuild-cq, recover)."""
+
+    name: str
+    pid: int
+    alive: bool
+
+    def to_json(self) -> dict:
+        return {"path": self.name + "/", "pid": self.pid, "running": self.alive}
+
+    def note(self) -> str:
+        if self.alive:
+            return f"{self.name}/: the staging folder of a rebuild-cq run (process {self.pid} is running)"
+        return (f"{self.name}/: the staging folder of a killed rebuild-cq run (process {self.pid} is not running); "
+                "the next rebuild-cq or recover clears it")
+
 
 @dataclass
 class Entry:
@@ -152,6 +185,7 @@ class Census:
     configured: set = field(default_factory=set)   # features the broker's settings turn on
     links: list[Link] = field(default_factory=list)
     declared: dict = field(default_factory=dict)    # feature -> where the broker's metadata declares it
+    staging: list = field(default_factory=list)     # rebuild-cq staging folders (Staging)
 
     @property
     def features(self) -> set:
@@ -189,6 +223,31 @@ class Census:
         reason = self.refusal(writer)
         if reason:
             raise RefusedError(reason, path=self.root)
+
+
+def clear_killed_staging(root: Path) -> list[str]:
+    """Remove the staging folders of killed rebuild-cq runs; a line for each, saying so.
+
+    The caller holds the store's lock, so no other run is going on: every staging folder but this
+    process's own is a killed run's (whatever its pid names now).  What it holds is rebuilt from
+    the commitlog by any rebuild-cq: nothing of the store's data is lost with it."""
+    import shutil
+
+    cleared = []
+    try:
+        listing = fsutil.scandir(root)
+    except OSError:
+        return cleared
+    for name, _, is_dir, _ in sorted(listing):
+        pid = staging_pid(name)
+        if not is_dir or pid is None or pid == os.getpid() or os.path.islink(root / name):
+            continue
+        shutil.rmtree(root / name, ignore_errors=True)
+        cleared.append(f"cleared {name}/, the staging folder of a killed rebuild-cq run (process {pid}): "
+                       "its files are rebuilt from the commitlog by any rebuild-cq")
+    if cleared:
+        fsutil.fsync_dir(root)
+    return cleared
 
 
 def _tree_size(path: Path) -> tuple[int, int]:
@@ -303,6 +362,12 @@ def take(layout) -> Census:
             feature, what = _TOP[name]
         elif path in dledger:
             feature, what = "dledger", "DLedger entries holding the commitlog's records, their index and state"
+        elif is_dir and (pid := staging_pid(name)) is not None:
+            staged = Staging(name, pid, fsutil.process_alive(pid))
+            census.staging.append(staged)
+            feature, what = "mqtool", ("rebuild-cq's staging (its run is going on)" if staged.alive else
+                                       "the staging of a killed rebuild-cq run: the next rebuild-cq or recover "
+                                       "clears it")
         elif is_dir:
             feature, what = "unknown", "a folder mqtool does not know"
         else:

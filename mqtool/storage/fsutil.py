@@ -244,3 +244,30 @@ def private_cache_dir(name: str, environ=None, writable=None) -> str | None:
         except OSError:
             continue
     return None
+
+
+def process_command(pid: int) -> str | None:
+    """A process's command line as /proc shows it (arguments joined by spaces), or None when
+    /proc does not show it (another host's process, no /proc, not allowed, gone)."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as fh:
+            raw = fh.read(4096)
+    except (OSError, ValueError):
+        return None
+    words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
+    return " ".join(" ".join(words).split()) or None     # one line: an argument's newlines are spaces
+
+
+def process_alive(pid: int) -> bool:
+    """Is a process with this pid running here (signal 0 reaches it, or exists but is not ours)?"""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True

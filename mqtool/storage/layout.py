@@ -211,6 +211,27 @@ class StoreLayout:
         except (OSError, MqError):
             return None
 
+    def in_use(self) -> dict | None:
+        """Who holds the store's lock, or None when nobody does: {"pid", "command", "holder"}, the
+        pid by lock_owner (None: not named), the command line /proc shows for it (None when it
+        does not), and the two as words for a message ("process 42 (mqtool append S)")."""
+        holder = self.is_locked()
+        if holder is None:
+            return None
+        return describe_holder(self.lock_owner(holder))
+
+
+def describe_holder(pid: int | None) -> dict:
+    """{"pid", "command", "holder"} of a lock holder named by lock_owner (see in_use)."""
+    command = fsutil.process_command(pid) if pid else None
+    if pid and command:
+        words = f"process {pid} ({command if len(command) <= 120 else command[:117] + '...'})"
+    elif pid:
+        words = f"process {pid}"
+    else:
+        words = "another process (it names no pid: another host, or one that wrote no abort file)"
+    return {"pid": pid, "command": command, "holder": words}
+
 
 def _scan(directory: Path):
     """The entries of a store folder; none when it does not exist.  Something else standing
@@ -319,6 +340,21 @@ def _dledger_store(root: Path, config: StoreConfig, commitlog_dirs: list[Path]):
     return found[0], [data], None
 
 
+# what a writer creates in a new store before its first folder: a kill between the two leaves
+# a store that holds nothing but these (or `mkdir d && : > d/lock`)
+NEW_STORE_FILES = frozenset({"lock", "abort", "abort.bak"})
+
+
+def is_new_store(root: Path) -> bool:
+    """A folder holding only a new store's marker files (at least one): an empty store, which
+    every command opens (a writer killed while creating the store left it)."""
+    try:
+        entries = fsutil.scandir(root)
+    except OSError:
+        return False
+    return bool(entries) and all(is_file and name in NEW_STORE_FILES for name, is_file, _, _ in entries)
+
+
 def discover(config: StoreConfig, *, config_given: bool = False, must_exist: bool = True,
              sizes_given=frozenset()) -> StoreLayout:
     """Find the store described by config; refuse what is not a (supported) store."""
@@ -342,7 +378,7 @@ def discover(config: StoreConfig, *, config_given: bool = False, must_exist: boo
     if must_exist:
         markers = [layout.checkpoint_path, layout.consumequeue_dir, layout.index_dir]
         has_commitlog = any(d.is_dir() for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs)
-        if not has_commitlog and not any(p.exists() for p in markers):
+        if not has_commitlog and not any(p.exists() for p in markers) and not is_new_store(root):
             raise NotAStoreError("not a RocketMQ store: no commitlog/, consumequeue/, index/ or "
                                  "checkpoint here", path=root)
     return layout

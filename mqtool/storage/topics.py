@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from mqtool.formats import multidispatch
+
 TOPIC_MAX_LENGTH = 127
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
 
@@ -53,3 +55,10 @@ def is_safe_directory_name(topic: str) -> bool:
 def send_forbidden(topic: str) -> bool:
     """TopicValidator.isNotAllowedSendTopic: producers may not send to these directly."""
     return topic in NOT_ALLOWED_SEND
+
+
+def lmq_reserved(topic: str) -> bool:
+    """A %LMQ% queue name (MixAll.LMQ_PREFIX): its units are written by a broker's multi-dispatch
+    (enableLmq, enableMultiDispatch), which assigns their queue offsets; a store without LMQ does
+    not dispatch such a topic as one, so a writer that does not multi-dispatch refuses it."""
+    return topic.startswith(multidispatch.LMQ_PREFIX)
