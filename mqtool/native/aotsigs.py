@@ -16,6 +16,8 @@ SIGNATURES = {
             "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", 'int64', "Array(int64, 1, 'C')",
             "Array(int64, 1, 'C')",
         ),
+        # DLedger entries: scan_records' arguments, one record an entry
+        'scan_entries': None,
         'hop_to': (
             "Array(uint8, 1, 'C')", 'int64', 'int64', 'int64',
         ),
@@ -130,3 +132,5 @@ SIGNATURES = {
         ),
     },
 }
+
+SIGNATURES['fastscan']['scan_entries'] = SIGNATURES['fastscan']['scan_records']
