@@ -26,6 +26,7 @@ def cli(store_a, store_b, config_path, settings, as_json):
     """
     layout_a = open_layout(store_a, config_path, settings)
     layout_b = open_layout(store_b, config_path, settings)
+    output.in_use([layout_a, layout_b], as_json)
     table = None if as_json else output.TableStream("messages only one replica holds", [
         ("side", {}), ("offset", {"justify": "right"}), ("topic", {}), ("queue", {"justify": "right"}),
         ("queue offset", {"justify": "right"}), ("msgId", {}), ("keys", {})])

@@ -31,6 +31,7 @@ def cli(store, config_path, settings, as_json, prometheus, groups, topics):
     delayOffset.json.  Exit 1 when an offset is out of range, or the offsets cannot be read as they are.
     """
     layout = open_layout(store, config_path, settings)
+    output.in_use([layout], as_json)
     report = lag.compute(layout, groups=groups, topics=topics)
     if as_json:
         for line in report.queues + report.delays:

@@ -15,6 +15,7 @@ import click
 from mqtool.cli import options, output, reportpage
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.pipeline import report
+from mqtool.storage.settings import open_layout
 
 
 @click.command("report")
@@ -29,6 +30,7 @@ def cli(store, config_path, settings, as_json, out, jobs):
     """A forensic report with pictures: commitlog map, messages and bytes per hour, sizes, consumer lag,
     timer backlog, and the disk against the broker's levels with what the next clean would cost."""
     reportpage.check()
+    output.in_use([open_layout(store, config_path, settings)], as_json)
     data = report.gather(store, config_path, settings, jobs=jobs)
     page = reportpage.render(data)
     _write(Path(out), page)
