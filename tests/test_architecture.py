@@ -1,6 +1,6 @@
 """The package's folders are its layers: a module imports only its own layer or lower ones,
 no import cycle, the library never loads click or rich, pyspark only for --engine spark, and
-README's "Layout of the code" names every module."""
+docs/architecture.md's "Layout of the code" names every module."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_every_package_says_what_lives_there():
 
 
 def _layout_section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     start = text.index("## Layout of the code")
     return text[start: text.index("\n## ", start + 1)]
 
