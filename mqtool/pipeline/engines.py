@@ -230,26 +230,18 @@ def queue_parts(stores, filters: Filters | None = None) -> list[QueuePart]:
             continue
         layout = store.layout()
         show = _display(layout.root)
-        size = layout.consume_queue_file_size()
-        for topic, queue_id, directory in layout.consume_queues():
-            if filters.topics is not None and topic not in filters.topics:
-                continue
-            if filters.queue_ids is not None and queue_id not in filters.queue_ids:
-                continue
-            for info in layout.consume_queue_files(directory):
-                if is_offset_name(info.name):
-                    parts.append(QueuePart(store.broker, str(layout.root), topic, queue_id, str(info.path),
-                                           show(info.path), size))
-        batch_size = batchqueue.file_size(layout)
-        for topic, queue_id, directory in batchqueue.queues(layout):
-            if filters.topics is not None and topic not in filters.topics:
-                continue
-            if filters.queue_ids is not None and queue_id not in filters.queue_ids:
-                continue
-            for info in batchqueue.files(directory):
-                if is_offset_name(info.name):
-                    parts.append(QueuePart(store.broker, str(layout.root), topic, queue_id, str(info.path),
-                                           show(info.path), batch_size, kind="BatchCQ"))
+        kinds = [("SimpleCQ", layout.consume_queue_file_size(), layout.consume_queues(), layout.consume_queue_files),
+                 ("BatchCQ", batchqueue.file_size(layout), batchqueue.queues(layout), batchqueue.files)]
+        for kind, size, queues, files in kinds:
+            for topic, queue_id, directory in queues:
+                if filters.topics is not None and topic not in filters.topics:
+                    continue
+                if filters.queue_ids is not None and queue_id not in filters.queue_ids:
+                    continue
+                for info in files(directory):
+                    if is_offset_name(info.name):
+                        parts.append(QueuePart(store.broker, str(layout.root), topic, queue_id, str(info.path),
+                                               show(info.path), size, kind=kind))
     return [_replace(p, index=i) for i, p in enumerate(parts)]
 
 
