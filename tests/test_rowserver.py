@@ -133,7 +133,7 @@ def test_parts_are_versioned_json_and_a_peer_of_another_version_is_refused(serve
     assert reader["v"] == rowserver.PROTOCOL and reader["options"] == {"path": str(store)}
     parts = [json.loads(p) for p in planned["parts"]]
     files = sorted(str(f) for f in (store / "commitlog").iterdir())
-    assert [(p["v"], p["kind"], p["path"]) for p in parts] == [(rowserver.PROTOCOL, "commitlog", f) for f in files]
+    assert [(p["v"], p["part"], p["path"]) for p in parts] == [(rowserver.PROTOCOL, "commitlog", f) for f in files]
     assert rowserver.read_part(planned["parts"][0]) == pipeline.commitlog_parts(pipeline.find_stores([str(store)]))[0]
     refused = (f"mqtool's row server speaks protocol {rowserver.PROTOCOL}, and got a request of protocol 1: "
                "run the same mqtool on the driver and the executors")

@@ -61,11 +61,12 @@ def _check_version(message: dict, what: str) -> None:
 
 
 def describe_part(part) -> str:
-    """A pipeline part (engines.CommitLogPart or QueuePart) as JSON text: its kind and fields."""
+    """A pipeline part (engines.CommitLogPart or QueuePart) as JSON text: which of the two ("part")
+    and its fields (a QueuePart has a field named kind: SimpleCQ or BatchCQ)."""
     from mqtool.pipeline import engines
 
     kinds = {engines.CommitLogPart: "commitlog", engines.QueuePart: "queue"}
-    return json.dumps({"v": PROTOCOL, "kind": kinds[type(part)], **dataclasses.asdict(part)},
+    return json.dumps({"v": PROTOCOL, "part": kinds[type(part)], **dataclasses.asdict(part)},
                       separators=(",", ":"))
 
 
@@ -75,7 +76,7 @@ def read_part(text: str):
 
     fields = json.loads(text)
     _check_version(fields, "a part")
-    cls = {"commitlog": engines.CommitLogPart, "queue": engines.QueuePart}.get(fields.pop("kind", None))
+    cls = {"commitlog": engines.CommitLogPart, "queue": engines.QueuePart}.get(fields.pop("part", None))
     del fields["v"]
     if cls is None:
         raise ProtocolError("mqtool's row server got a part of no kind it knows")
