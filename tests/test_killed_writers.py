@@ -17,13 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from mqtool.formats import index as index_format
+
 pytestmark = pytest.mark.slow
 
 _SCRIPT = Path(sys.executable).with_name("mqtool")
 MQTOOL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mqtool"]
 KILLS = 3       # kill points per writer
+SLOTS = 64
 SMALL = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=6000",
-         "--set", "maxHashSlotNum=64", "--set", "maxIndexNum=256"]
+         "--set", f"maxHashSlotNum={SLOTS}", "--set", "maxIndexNum=256"]
 
 
 def mqtool(*args, check=None, **kw) -> subprocess.CompletedProcess:
@@ -50,16 +53,29 @@ def base(tmp_path_factory) -> Path:
 
 
 def snapshot(root: Path, skip=("quarantine", "trash", "lock", "abort", "abort.bak", "checkpoint")) -> dict:
-    """{relative path: sha1} of the store's files; index files by content only (their names are
-    the time they were made)."""
-    out = {}
+    """{relative path: sha1} of the store's files, the index files as what they answer: the (key
+    hash, commitlog offset) of their entries that point at records still in the commitlog.  Their
+    bytes depend on how they were made (a killed writer's abort file makes the next command's
+    recovery rebuild them from what is left, without the entries of deleted records), and their
+    names are the time they were made."""
+    out, entries = {}, set()
+    logs = sorted(p.name for p in (root / "commitlog").iterdir()) if (root / "commitlog").is_dir() else []
+    low = int(logs[0]) if logs else 0
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if path.is_dir() or rel.parts[0] in skip:
             continue
-        digest = hashlib.sha1(path.read_bytes()).hexdigest()
-        key = f"index/#{digest}" if rel.parts[0] == "index" else str(rel)
-        out[key] = digest
+        data = path.read_bytes()
+        if rel.parts[0] == "index":
+            count = index_format.HEADER_STRUCT.unpack_from(data)[5]     # indexCount (entry 0 unused)
+            for n in range(1, count):
+                at = index_format.entry_position(SLOTS, n)
+                key_hash, offset, _, _ = index_format.ENTRY_STRUCT.unpack_from(data, at)
+                if offset >= low:
+                    entries.add((key_hash, offset))
+            continue
+        out[str(rel)] = hashlib.sha1(data).hexdigest()
+    out["index entries"] = hashlib.sha1(repr(sorted(entries)).encode()).hexdigest()
     return out
 
 
