@@ -29,6 +29,14 @@ class ConfigJsonError(ValueError):
         self.offset = offset
 
 
+def _number(text: str):
+    """A number _NUMBER matched, as json reads it: an int, or a float with a fraction or exponent
+    (int() directly for the offsets and ids that fill these files: json.loads costs 5 times more)."""
+    if text.isdigit() and text.isascii():
+        return int(text)
+    return json.loads(text)
+
+
 class _Parser:
     def __init__(self, text: str):
         self.text = text
@@ -57,7 +65,7 @@ class _Parser:
         match = _NUMBER.match(self.text, self.pos)
         if match:
             self.pos = match.end()
-            return json.loads(match.group())
+            return _number(match.group())
         match = _WORD.match(self.text, self.pos)
         if match and match.group() in ("true", "false", "null"):
             self.pos = match.end()
@@ -78,7 +86,7 @@ class _Parser:
         match = _NUMBER.match(self.text, self.pos)
         if match:
             self.pos = match.end()
-            return json.loads(match.group())
+            return _number(match.group())
         match = _WORD.match(self.text, self.pos)
         if match:
             self.pos = match.end()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mqtool.errors import NotAStoreError
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
-from mqtool.storage.layout import list_store_files
+from mqtool.storage.layout import store_file_names
 from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
@@ -34,11 +34,11 @@ class ConsumeQueue:
                  writable: bool = False, strict: bool = False, on_create=None):
         self.topic = topic
         self.queue_id = queue_id
-        self.directory = Path(directory)
+        self.directory = directory if isinstance(directory, Path) else Path(directory)
         self.file_size = file_size
-        paths = [self.directory / name for name in sorted(_names(self.directory))]
+        paths = [self.directory / name for name in sorted(store_file_names(self.directory))]
         self.files = MappedFileQueue(paths, file_size, writable=writable, strict=strict,
-                                     directories=[self.directory], on_create=on_create)
+                                     directories=[self.directory], on_create=on_create, read_small=True)
         self.max_physic_offset = -1   # end of the last dispatched record (offset + size)
         self.min_logic_offset = 0
 
@@ -203,10 +203,6 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.files.close()
-
-
-def _names(directory: Path) -> list[str]:
-    return [f.name for f in list_store_files(directory)]
 
 
 def require_files(layout) -> None:

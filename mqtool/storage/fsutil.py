@@ -112,6 +112,27 @@ def scandir(directory):
         os.close(fd)
 
 
+def scandir_kinds(directory):
+    """(name, is_file, is_dir) for each entry of directory, as scandir() tells them (links
+    followed; a dangling or looping link is neither), without touching its atime, and without a
+    stat of each entry where the directory itself says what it is (listing 10,000 queue folders)."""
+    fd = _open_dir(directory)
+    try:
+        result = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    is_file, is_dir = entry.is_file(), entry.is_dir()
+                except OSError as exc:   # a looping link: neither (scandir's link stat)
+                    if exc.errno not in (errno.ENOENT, errno.ELOOP):
+                        raise
+                    is_file = is_dir = False
+                result.append((entry.name, is_file, is_dir))
+        return result
+    finally:
+        os.close(fd)
+
+
 def symlinks(directory) -> dict:
     """{name: where it points} for the symbolic links in directory (none when it cannot be
     listed), without touching its atime."""

@@ -122,6 +122,23 @@ def written_end(buf, start: int = 0, end: int | None = None, unit: int = 1) -> i
     return start
 
 
+SMALL_READ = 64 * 1024     # read-only files up to this size are read, not mapped
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """size bytes from the start of fd; a file cut shorter meanwhile reads as zeros past its end
+    (so the bytes keep the length the file had)."""
+    chunks, pos = [], 0
+    while pos < size:
+        chunk = os.pread(fd, size - pos, pos)
+        if not chunk:
+            chunks.append(bytes(size - pos))
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 class MappedFile(ReferenceResource):
     """One file of a mapped-file queue.
 
@@ -134,16 +151,18 @@ class MappedFile(ReferenceResource):
     """
 
     def __init__(self, path, file_size: int, *, writable: bool = False, strict: bool = True,
-                 create: bool = False, write_buffer=None):
+                 create: bool = False, write_buffer=None, read_small: bool = False):
         """strict: refuse a file whose length is not file_size, as a broker's load does.
         Forensic readers pass strict=False: the file is mapped at its real length and
         `size_mismatch` records what was expected.  create: make a new, zero-filled
-        (sparse) file of file_size bytes, as a broker does when it rolls."""
+        (sparse) file of file_size bytes, as a broker does when it rolls.  read_small: a
+        read-only file of at most SMALL_READ bytes is read into bytes instead of mapped (a
+        snapshot: a reader of many small files, such as consume queues)."""
         super().__init__()
         self.strict = strict
         self.expected_size = file_size
         self.size_mismatch = False
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.file_name = self.path.name
         if not is_offset_name(self.file_name):
             raise NotAStoreError("file name is not a 20-digit offset", path=self.path)
@@ -167,6 +186,7 @@ class MappedFile(ReferenceResource):
         self._fd = -1
         self._flush_lock = threading.Lock()
         self.data_end = file_size
+        self.read_small = read_small
         self.buf = self._map(create)
 
     def _map(self, create: bool):
@@ -178,8 +198,11 @@ class MappedFile(ReferenceResource):
         keep = False
         try:
             actual = os.fstat(fd).st_size
+            # a small file read only is read whole (one pread costs less than a mapping and its
+            # unmapping: 10,000 queues of a few units each); its bytes are all there, data_end its size
+            small = self.read_small and not self.writable and 0 < actual <= SMALL_READ
             # a reader may skip what lies past the last data (a hole: zeros); a writer's bytes move
-            self.data_end = actual if self.writable else fsutil.data_end(fd, actual)
+            self.data_end = actual if self.writable or small else fsutil.data_end(fd, actual)
             if actual != self.file_size:
                 if self.strict:
                     raise DataError(f"file is {actual} bytes, but files of this kind are "
@@ -188,6 +211,8 @@ class MappedFile(ReferenceResource):
                 self.file_size = actual
             if actual == 0:
                 return b""
+            if small:
+                return _read_all(fd, actual)
             access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
             mapped = mmap.mmap(fd, actual, access=access)
             if self.writable:

@@ -29,7 +29,7 @@ class MappedFileQueue:
     def __init__(self, paths: list[Path], file_size: int, *, writable: bool = False,
                  strict: bool = True, directories: list[Path] | None = None, write_buffers=None,
                  on_create=None, preallocate: bool = False, warm_ahead: int = 0,
-                 append_with_pwrite: bool = False):
+                 append_with_pwrite: bool = False, read_small: bool = False):
         """paths: the files to load.  directories: where new files go when the
         queue rolls (several for a multi-path commitlog, chosen round-robin by
         file index as MultiPathMappedFileQueue does).  write_buffers: a
@@ -40,11 +40,12 @@ class MappedFileQueue:
         clean close removes it again (discard_preallocated).  warm_ahead: with
         warmMapedFileEnable, how many bytes ahead of the appends files are
         pre-written (see MappedFile.warm_to and make_room).  append_with_pwrite:
-        see MappedFile.append_with_pwrite (the store sets it under SYNC_FLUSH)."""
+        see MappedFile.append_with_pwrite (the store sets it under SYNC_FLUSH).  read_small:
+        see MappedFile (small files read only are read, not mapped)."""
         self.file_size = file_size
         self.writable = writable
         self.strict = strict
-        self.directories = [Path(d) for d in (directories or [])]
+        self.directories = [d if isinstance(d, Path) else Path(d) for d in (directories or [])]
         self.write_buffers = write_buffers
         self.on_create = on_create
         self.files: list[MappedFile] = []
@@ -55,6 +56,7 @@ class MappedFileQueue:
         self.preallocate = preallocate
         self.warm_ahead = warm_ahead
         self.append_with_pwrite = append_with_pwrite
+        self.read_small = read_small
         self._preallocated: MappedFile | None = None
         paths = sorted(paths, key=lambda p: p.name)
         self.empty_file = None   # strict: a 0-byte newest file, left by a crash, not loaded
@@ -80,7 +82,8 @@ class MappedFileQueue:
                     raise NotAStoreError(message, path=path)
                 self.problems.append(LoadProblem("bad-file-name", path, None, message + "; skipped"))
                 continue
-            mf = MappedFile(path, self.file_size, writable=self.writable, strict=self.strict)
+            mf = MappedFile(path, self.file_size, writable=self.writable, strict=self.strict,
+                            read_small=self.read_small)
             mf.append_with_pwrite = self.append_with_pwrite
             if mf.size_mismatch:
                 self.problems.append(LoadProblem(
