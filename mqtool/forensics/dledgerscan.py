@@ -42,6 +42,8 @@ class LedgerScan:
     uncommitted_queues: dict = field(default_factory=dict)
 
 
+LEDGER_FIELDS = {name: dledger.HEADER_FIELDS[name] for name in ("index", "term")}
+
 BATCH = 4096     # entries checked together (their Entry objects are in memory at once)
 
 
@@ -128,14 +130,22 @@ def check_ledger(layout, on_problem, scanner) -> LedgerScan:
                     c = item.columns
                     offsets, queue_ids, queue_offsets = c["offset"], c["queue_id"], c["queue_offset"]
                     topic = item.topic
+                    positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
+                    # the compiled entry walk only takes entries of magic 1 whose pos field is
+                    # their offset and whose size is 48 + the one record's: only index and term
+                    # are left to read
+                    headers = dledger.read_fields(mf.buf, positions, LEDGER_FIELDS)
+                    headers.update(magic=np.full(len(offsets), dledger_format.MAGIC_1, dtype=np.int64),
+                                   size=c["size"] + dledger_format.HEADER_SIZE,
+                                   pos=offsets - dledger_format.HEADER_SIZE)
                 elif isinstance(item, Record):
                     offsets = np.array([item.offset], dtype=np.int64)
                     queue_ids, queue_offsets = [item.queue_id], [item.queue_offset]
                     topic = (lambda record: lambda _: record.topic)(item)
+                    positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
+                    headers = dledger.read_fields(mf.buf, positions, dledger.HEADER_FIELDS)
                 else:
                     continue
-                positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
-                headers = dledger.read_fields(mf.buf, positions, dledger.HEADER_FIELDS)
                 for row, kind, message, expected, found in dledger.check_entries(headers, units, prev):
                     on_problem(path, int(positions[row]), int(headers["pos"][row]), kind, message, expected, found)
                 prev = (int(headers["index"][-1]), int(headers["term"][-1]))

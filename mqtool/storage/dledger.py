@@ -306,13 +306,6 @@ class IndexUnits:
         self.close()
 
 
-def _be(raw, width: int):
-    """Big-endian signed integers from rows of raw bytes (n x width uint8)."""
-    import numpy as np
-
-    return np.ascontiguousarray(raw).view(">i8" if width == 8 else ">i4").reshape(-1).astype(np.int64)
-
-
 def read_fields(buf, positions, fields) -> dict:
     """Integer fields (name -> (offset, width)) of records at file positions (an int64 array) of
     buf, read for all positions at once."""
@@ -321,7 +314,12 @@ def read_fields(buf, positions, fields) -> dict:
     array = np.frombuffer(buf, dtype=np.uint8)
     out = {}
     for name, (at, width) in fields.items():
-        out[name] = _be(array[positions[:, None] + (at + np.arange(width))], width)
+        value = np.zeros(len(positions), dtype=np.int64)
+        for k in range(width):      # a byte at a time (one small gather each), most significant first
+            value = (value << 8) | array[positions + (at + k)]
+        if width == 4:              # signed
+            value = np.where(value >= 1 << 31, value - (1 << 32), value)
+        out[name] = value
     return out
 
 

@@ -214,6 +214,8 @@ def _ledger(layout, emit, display) -> tuple[int, dict]:
             emit(Finding("commitlog", kind, display(path), file_pos, offset, message, expected, found))
 
     tally = dledgerscan.check_ledger(layout, on_problem, fastscan)
+    if not tally.uncommitted_queues:     # nothing uncommitted: where dispatch ends changes nothing
+        return tally.uncommitted, {}
     with commitlog.open_queue(layout) as queue:     # a crashed store's broker dispatches them all
         dispatched_all = dledger.dispatch_end(layout, queue) is None
     return tally.uncommitted, {} if dispatched_all else tally.uncommitted_queues
