@@ -347,17 +347,12 @@ def gather_units(units: "IndexUnits", index):
     return out
 
 
-def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
-    """The ledger checks of one file's run of entries (headers: HEADER_FIELDS arrays, entry
-    order; prev: (index, term) of the entry before them, or None): each index follows the one
-    before by one, no term goes down, each index unit says the entry's magic, pos, size, index
-    and term (what DLedgerMmapFileStore.recover compares).  Returns (row, kind, message, expected,
-    found) per problem, in row order."""
+def chain_problems(index, term, prev: tuple | None) -> list:
+    """check_entries' checks of entries against the ones before them (index, term: int64 arrays
+    in entry order; prev: (index, term) of the entry before them, or None): each index follows
+    the one before by one, no term goes down.  (row, kind, message, expected, found) per problem."""
     import numpy as np
 
-    index, term = headers["index"], headers["term"]
-    if not len(index):
-        return []
     before_index = np.concatenate([[prev[0] if prev else index[0] - 1], index[:-1]])
     before_term = np.concatenate([[prev[1] if prev else term[0]], term[:-1]])
     found = []
@@ -367,6 +362,21 @@ def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
     for row in np.flatnonzero(term < before_term):
         found.append((int(row), "entry-term-back", f"term {term[row]} after term {before_term[row]}",
                       int(before_term[row]), int(term[row])))
+    return found
+
+
+def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
+    """The ledger checks of one file's run of entries (headers: HEADER_FIELDS arrays, entry
+    order; prev: (index, term) of the entry before them, or None): each index follows the one
+    before by one, no term goes down, each index unit says the entry's magic, pos, size, index
+    and term (what DLedgerMmapFileStore.recover compares).  Returns (row, kind, message, expected,
+    found) per problem, in row order."""
+    import numpy as np
+
+    index = headers["index"]
+    if not len(index):
+        return []
+    found = chain_problems(index, headers["term"], prev)
     unit = gather_units(units, index)
     for row in np.flatnonzero(~unit["present"]):
         found.append((int(row), "index-unit-mismatch", f"entry {index[row]}: no index unit", None, None))
