@@ -327,6 +327,15 @@ HEADER_FIELDS = {"magic": (0, 4), "size": (4, 4), "index": (8, 8), "term": (16, 
 UNIT_FIELDS = {"magic": (0, 4), "pos": (4, 8), "size": (12, 4), "index": (16, 8), "term": (24, 8)}
 
 
+def _unit_dtype():
+    """UNIT_FIELDS as one index unit's big-endian record type."""
+    import numpy as np
+
+    return np.dtype({"names": list(UNIT_FIELDS),
+                     "formats": [">i4" if width == 4 else ">i8" for _, width in UNIT_FIELDS.values()],
+                     "offsets": [at for at, _ in UNIT_FIELDS.values()], "itemsize": fmt.INDEX_UNIT_SIZE})
+
+
 def gather_units(units: "IndexUnits", index):
     """The index units of entries `index` (an int64 array): UNIT_FIELDS arrays, and `present`
     (False where no index file holds the unit)."""
@@ -340,7 +349,13 @@ def gather_units(units: "IndexUnits", index):
         inside = (offsets >= mf.file_from_offset) & (offsets + fmt.INDEX_UNIT_SIZE <= mf.file_from_offset + mf.file_size)
         if not inside.any():
             continue
-        got = read_fields(mf.buf, offsets[inside] - mf.file_from_offset, UNIT_FIELDS)
+        at = offsets[inside] - mf.file_from_offset
+        if (np.diff(at) == fmt.INDEX_UNIT_SIZE).all():    # consecutive entries (the rule): one block
+            block = np.frombuffer(mf.buf, dtype=_unit_dtype(), count=len(at), offset=int(at[0]))
+            got = {name: block[name].astype(np.int64) for name in UNIT_FIELDS}
+            del block
+        else:
+            got = read_fields(mf.buf, at, UNIT_FIELDS)
         for name, values in got.items():
             out[name][inside] = values
         out["present"][inside] = True
