@@ -14,8 +14,8 @@ warm page cache, each command's own JSON time where it reports one:
 - `stats` (the compiled walk and per-queue aggregation): its `seconds`;
 - `dump commitlog --json --no-body` wall time (the columnar path for big stores).
 
-Target (issue 26): the DLedger store no slower to read than the plain one.  Today each entry is
-one Python step around the compiled record decoding, so the ratio is printed, not asserted.
+Target (issue 26): the DLedger store no slower to read than the plain one; the ratio is printed,
+not asserted (figures in benchmarks/README.md).
 """
 
 from __future__ import annotations

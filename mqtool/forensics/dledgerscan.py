@@ -42,6 +42,8 @@ class LedgerScan:
     uncommitted_queues: dict = field(default_factory=dict)
 
 
+LEDGER_FIELDS = {name: dledger.HEADER_FIELDS[name] for name in ("index", "term")}
+
 BATCH = 4096     # entries checked together (their Entry objects are in memory at once)
 
 
@@ -107,43 +109,94 @@ def scan(layout, tally: LedgerScan, display=None, *, offset_from: int | None = N
                 yield from checked(batch)
 
 
-def check_ledger(layout, on_problem, scanner) -> LedgerScan:
-    """verify-crc's ledger checks, at the compiled walk's speed: the entries of every record the
-    commitlog walk finds (entry pos = record offset - 48; the walk's own problems are the
-    commitlog scope's) against each other and their index units.  on_problem(file shown, file
-    position, offset, kind, message, expected, found).  The tally's uncommitted_queues: per queue,
-    the first queue offset of a record past the committed index."""
+@dataclass
+class LedgerPart:
+    """verify-crc's ledger checks of one commitlog part of a DLedger store, done in that part's
+    own walk (LedgerChecker): the problems inside it, its first entry (checked against the part
+    before it by chain()) and last, and its entries past the committed index."""
+
+    first: tuple | None = None    # (file, file position, offset, index, term) of its first entry
+    last: tuple | None = None     # (index, term) of its last entry
+    found: list = field(default_factory=list)     # on_problem's arguments, in entry order
+    entries: int = 0
+    uncommitted: int = 0
+    uncommitted_queues: dict = field(default_factory=dict)
+
+
+class LedgerChecker:
+    """The entries of every record a commitlog walk of a DLedger store's data file finds (entry
+    pos = record offset - 48; the walk's own problems are the commitlog scope's), against each
+    other and their index units, as the walk yields them: add() each Chunk and Record."""
+
+    def __init__(self, layout):
+        state = dledger.read_state(layout.dledger_dir)
+        self.committed = -1 if state.committed_index is None else state.committed_index
+        self.units = dledger.IndexUnits(layout.dledger_index_files())
+        self.part = LedgerPart()
+
+    def add(self, item, mf, scanner) -> None:
+        import numpy as np
+
+        if isinstance(item, scanner.Chunk):
+            c = item.columns
+            offsets, queue_ids, queue_offsets = c["offset"], c["queue_id"], c["queue_offset"]
+            topic = item.topic
+            positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
+            # the compiled entry walk only takes entries of magic 1 whose pos field is their
+            # offset and whose size is 48 + the one record's: only index and term are left to read
+            headers = dledger.read_fields(mf.buf, positions, LEDGER_FIELDS)
+            headers.update(magic=np.full(len(offsets), dledger_format.MAGIC_1, dtype=np.int64),
+                           size=c["size"] + dledger_format.HEADER_SIZE, pos=offsets - dledger_format.HEADER_SIZE)
+        elif isinstance(item, Record):
+            offsets = np.array([item.offset], dtype=np.int64)
+            queue_ids, queue_offsets = [item.queue_id], [item.queue_offset]
+            topic = (lambda record: lambda _: record.topic)(item)
+            positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
+            headers = dledger.read_fields(mf.buf, positions, dledger.HEADER_FIELDS)
+        else:
+            return
+        if not len(offsets):
+            return
+        part, path = self.part, str(mf.path)
+        if part.first is None:
+            part.first = (path, int(positions[0]), int(headers["pos"][0]), int(headers["index"][0]),
+                          int(headers["term"][0]))
+        for row, kind, message, expected, found in dledger.check_entries(headers, self.units, part.last):
+            part.found.append((path, int(positions[row]), int(headers["pos"][row]), kind, message, expected, found))
+        part.last = (int(headers["index"][-1]), int(headers["term"][-1]))
+        part.entries += len(offsets)
+        for row in np.flatnonzero(headers["index"] > self.committed):
+            part.uncommitted += 1
+            key = (topic(int(row)), int(queue_ids[row]))
+            part.uncommitted_queues.setdefault(key, int(queue_offsets[row]))
+
+    def close(self) -> None:
+        self.units.close()
+
+
+def chain(parts, on_problem) -> LedgerScan:
+    """The ledger checks of a whole store from its parts' (LedgerPart or None, in offset order):
+    each part's first entry against the last entry before it, then the part's own problems.
+    on_problem(file, file position, offset, kind, message, expected, found).  The tally's
+    uncommitted_queues: per queue, the first queue offset of a record past the committed index."""
     import numpy as np
 
     tally = LedgerScan()
-    state = dledger.read_state(layout.dledger_dir)
-    committed = -1 if state.committed_index is None else state.committed_index
     prev = None
-    with commitlog.open_queue(layout) as queue, dledger.IndexUnits(layout.dledger_index_files()) as units:
-        last_data = commitlog.last_data_file(queue)
-        for i, mf in enumerate(queue.files):
-            path = str(mf.path)
-            for item in commitlog.walk_file(mf, check_crc=False, is_last=i >= last_data, scanner=scanner):
-                if isinstance(item, scanner.Chunk):
-                    c = item.columns
-                    offsets, queue_ids, queue_offsets = c["offset"], c["queue_id"], c["queue_offset"]
-                    topic = item.topic
-                elif isinstance(item, Record):
-                    offsets = np.array([item.offset], dtype=np.int64)
-                    queue_ids, queue_offsets = [item.queue_id], [item.queue_offset]
-                    topic = (lambda record: lambda _: record.topic)(item)
-                else:
-                    continue
-                positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
-                headers = dledger.read_fields(mf.buf, positions, dledger.HEADER_FIELDS)
-                for row, kind, message, expected, found in dledger.check_entries(headers, units, prev):
-                    on_problem(path, int(positions[row]), int(headers["pos"][row]), kind, message, expected, found)
-                prev = (int(headers["index"][-1]), int(headers["term"][-1]))
-                tally.entries += len(offsets)
-                for row in np.flatnonzero(headers["index"] > committed):
-                    tally.uncommitted += 1
-                    key = (topic(int(row)), int(queue_ids[row]))
-                    tally.uncommitted_queues.setdefault(key, int(queue_offsets[row]))
+    for part in parts:
+        if part is None or part.first is None:
+            continue
+        path, file_pos, offset, index, term = part.first
+        for _, kind, message, expected, found in dledger.chain_problems(np.array([index], dtype=np.int64),
+                                                                       np.array([term], dtype=np.int64), prev):
+            on_problem(path, file_pos, offset, kind, message, expected, found)
+        for found in part.found:
+            on_problem(*found)
+        prev = part.last
+        tally.entries += part.entries
+        tally.uncommitted += part.uncommitted
+        for key, first in part.uncommitted_queues.items():
+            tally.uncommitted_queues.setdefault(key, first)
     return tally
 
 

@@ -486,8 +486,9 @@ def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
 
 # ------------------------------------------------------------------ DLedger entries
 # A DLedger data file (mqtool/formats/dledger.py) holds one record per entry, at the entry's
-# pos + 48.  scan_entries hands each entry's body to scan_records as a region of one record, from
-# compiled code, so a run of entries costs what a run of records does.
+# pos + 48.  scan_entries decodes each entry's body as scan_records decodes a region of one record
+# (the same _decode_at, inline, with no call or array slices per entry), so a run of entries costs
+# what a run of records does.
 
 DLEDGER_HEADER = 48
 DLEDGER_MAGIC = 1
@@ -504,9 +505,9 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
     kind, number of keys): REACHED_LIMIT, FULL (cap records or key_cap keys) or DAMAGE for
     anything else at the stop position (a blank, zeros, a bad entry or body: the reference walk
     says which)."""
+    addr = buf.ctypes.data
     n = keys = 0
     kind = REACHED_LIMIT
-    rows = len(tags_hash)
     while True:
         if n >= cap or (parse and keys >= key_cap):
             kind = FULL
@@ -518,23 +519,49 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
             kind = DAMAGE
             break
         total = _i32(buf, pos + 4)
+        if 0 < total and pos + 9 * total <= limit:
+            # as scan_records does: the entry 8 ahead (its header, the record's tail), in the
+            # cache by the time the walk gets there
+            prefetch(addr + pos + 8 * total)
+            prefetch(addr + pos + 9 * total - 1)
         if (total <= DLEDGER_HEADER or _i32(buf, pos + 44) + DLEDGER_HEADER != total
                 or _i64(buf, pos + 24) != base + pos or total > limit - pos):
             kind = DAMAGE
             break
         end = pos + total
-        got, stop, _, _, _, new_keys = scan_records(
-            buf, pos + DLEDGER_HEADER, end, base, check_crc, 1, offset[n:], size[n:], queue_id[n:],
-            queue_offset[n:], physical[n:], sys_flag[n:], store_ts[n:], crc_ok[n:], magic_out[n:], body_pos[n:],
-            body_len[n:], topic_pos[n:], topic_len[n:], props_pos[n:], props_len[n:], topic_hash[n:], parse,
-            tags_hash[n:rows], delay_level[n:rows], flags[n:rows], key_cap - keys, key_record[keys:],
-            key_hash[keys:])
-        if got != 1 or stop != end:
+        # the body as scan_records decodes a region of one record, inline (no call, no array
+        # slices per entry): exactly one valid record, ending where the entry ends
+        at = pos + DLEDGER_HEADER
+        (got, _, size_, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
+         plen) = _decode_at(buf, at, end)
+        if got != -1 or at + size_ != end:
             kind = DAMAGE
             break
-        for k in range(keys, keys + new_keys):
-            key_record[k] += n
-        keys += new_keys
+        ok = True
+        if check_crc:
+            crc = 0
+            if blen > 0:
+                crc = crc32(0, addr + bpos, blen) & 0x7FFFFFFF
+            ok = crc == _i32(buf, at + 8)
+        offset[n] = base + at
+        size[n] = size_
+        queue_id[n] = _i32(buf, at + 12)
+        queue_offset[n] = _i64(buf, at + 20)
+        physical[n] = _i64(buf, at + 28)
+        sys_flag[n] = flag
+        store_ts[n] = ts
+        crc_ok[n] = ok
+        magic_out[n] = magic
+        body_pos[n] = bpos
+        body_len[n] = blen
+        topic_pos[n] = tpos
+        topic_len[n] = tlen
+        props_pos[n] = ppos
+        props_len[n] = plen
+        topic_hash[n] = _fnv(buf, tpos, tlen)
+        if parse:
+            keys = parse_records(buf, n, n + 1, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
+                                 delay_level, flags, key_cap, keys, key_record, key_hash)
         n += 1
         pos = end
     return n, pos, kind, keys

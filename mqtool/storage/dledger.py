@@ -306,13 +306,6 @@ class IndexUnits:
         self.close()
 
 
-def _be(raw, width: int):
-    """Big-endian signed integers from rows of raw bytes (n x width uint8)."""
-    import numpy as np
-
-    return np.ascontiguousarray(raw).view(">i8" if width == 8 else ">i4").reshape(-1).astype(np.int64)
-
-
 def read_fields(buf, positions, fields) -> dict:
     """Integer fields (name -> (offset, width)) of records at file positions (an int64 array) of
     buf, read for all positions at once."""
@@ -321,12 +314,26 @@ def read_fields(buf, positions, fields) -> dict:
     array = np.frombuffer(buf, dtype=np.uint8)
     out = {}
     for name, (at, width) in fields.items():
-        out[name] = _be(array[positions[:, None] + (at + np.arange(width))], width)
+        value = np.zeros(len(positions), dtype=np.int64)
+        for k in range(width):      # a byte at a time (one small gather each), most significant first
+            value = (value << 8) | array[positions + (at + k)]
+        if width == 4:              # signed
+            value = np.where(value >= 1 << 31, value - (1 << 32), value)
+        out[name] = value
     return out
 
 
 HEADER_FIELDS = {"magic": (0, 4), "size": (4, 4), "index": (8, 8), "term": (16, 8), "pos": (24, 8)}
 UNIT_FIELDS = {"magic": (0, 4), "pos": (4, 8), "size": (12, 4), "index": (16, 8), "term": (24, 8)}
+
+
+def _unit_dtype():
+    """UNIT_FIELDS as one index unit's big-endian record type."""
+    import numpy as np
+
+    return np.dtype({"names": list(UNIT_FIELDS),
+                     "formats": [">i4" if width == 4 else ">i8" for _, width in UNIT_FIELDS.values()],
+                     "offsets": [at for at, _ in UNIT_FIELDS.values()], "itemsize": fmt.INDEX_UNIT_SIZE})
 
 
 def gather_units(units: "IndexUnits", index):
@@ -342,11 +349,35 @@ def gather_units(units: "IndexUnits", index):
         inside = (offsets >= mf.file_from_offset) & (offsets + fmt.INDEX_UNIT_SIZE <= mf.file_from_offset + mf.file_size)
         if not inside.any():
             continue
-        got = read_fields(mf.buf, offsets[inside] - mf.file_from_offset, UNIT_FIELDS)
+        at = offsets[inside] - mf.file_from_offset
+        if (np.diff(at) == fmt.INDEX_UNIT_SIZE).all():    # consecutive entries (the rule): one block
+            block = np.frombuffer(mf.buf, dtype=_unit_dtype(), count=len(at), offset=int(at[0]))
+            got = {name: block[name].astype(np.int64) for name in UNIT_FIELDS}
+            del block
+        else:
+            got = read_fields(mf.buf, at, UNIT_FIELDS)
         for name, values in got.items():
             out[name][inside] = values
         out["present"][inside] = True
     return out
+
+
+def chain_problems(index, term, prev: tuple | None) -> list:
+    """check_entries' checks of entries against the ones before them (index, term: int64 arrays
+    in entry order; prev: (index, term) of the entry before them, or None): each index follows
+    the one before by one, no term goes down.  (row, kind, message, expected, found) per problem."""
+    import numpy as np
+
+    before_index = np.concatenate([[prev[0] if prev else index[0] - 1], index[:-1]])
+    before_term = np.concatenate([[prev[1] if prev else term[0]], term[:-1]])
+    found = []
+    for row in np.flatnonzero(index != before_index + 1):
+        found.append((int(row), "entry-index-gap", f"entry index {index[row]} follows {before_index[row]}",
+                      int(before_index[row] + 1), int(index[row])))
+    for row in np.flatnonzero(term < before_term):
+        found.append((int(row), "entry-term-back", f"term {term[row]} after term {before_term[row]}",
+                      int(before_term[row]), int(term[row])))
+    return found
 
 
 def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
@@ -357,18 +388,10 @@ def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
     found) per problem, in row order."""
     import numpy as np
 
-    index, term = headers["index"], headers["term"]
+    index = headers["index"]
     if not len(index):
         return []
-    before_index = np.concatenate([[prev[0] if prev else index[0] - 1], index[:-1]])
-    before_term = np.concatenate([[prev[1] if prev else term[0]], term[:-1]])
-    found = []
-    for row in np.flatnonzero(index != before_index + 1):
-        found.append((int(row), "entry-index-gap", f"entry index {index[row]} follows {before_index[row]}",
-                      int(before_index[row] + 1), int(index[row])))
-    for row in np.flatnonzero(term < before_term):
-        found.append((int(row), "entry-term-back", f"term {term[row]} after term {before_term[row]}",
-                      int(before_term[row]), int(term[row])))
+    found = chain_problems(index, headers["term"], prev)
     unit = gather_units(units, index)
     for row in np.flatnonzero(~unit["present"]):
         found.append((int(row), "index-unit-mismatch", f"entry {index[row]}: no index unit", None, None))

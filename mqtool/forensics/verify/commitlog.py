@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mqtool.forensics import dledgerscan
 from mqtool.forensics.verify import kernels
 from mqtool.forensics.verify.findings import PREPARED, ROLLBACK, Finding, Pointers, QueueRun, TaskResult, path_display
 from mqtool.forensics.verify.index import check_entries_into
@@ -39,15 +40,20 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
     queue offsets its records give LMQ queues are checked too), or None.  batch_topics: the BatchCQ
     topics (a record of one that carries INNER_NUM moves its queue's offsets on by that many)."""
     result = TaskResult()
+    ledger = None
     mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
     try:                                                        # each file must not list them all
         path = path_display(layout)(mf.path)
         end = mf.file_size if stop is None else stop
         cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
         chunks, segment = [], start    # the parsed chunks of the stretch from segment on
+        if layout.is_dledger():        # the entries as a ledger, in the same walk
+            ledger = dledgerscan.LedgerChecker(layout)
         for entry in commitlog.walk_file(mf, start=start, stop=stop, check_crc=check_crc,
                                          is_last=is_last, display_path=path, scanner=fastscan,
                                          parse_props=bool(pointers)):
+            if ledger is not None:
+                ledger.add(entry, mf, fastscan)
             if isinstance(entry, fastscan.Chunk):
                 _check_chunk(entry, mf, path, result, batch_topics)
                 if multi is not None:
@@ -71,7 +77,11 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
         chunks = entry = None   # no views of the mapping left: it can be closed
         result.bytes = end - start
         result.files = 1 if start == 0 else 0
+        if ledger is not None:
+            result.ledger = ledger.part
     finally:
+        if ledger is not None:
+            ledger.close()
         mf.close()
     return result
 

@@ -115,6 +115,7 @@ class TaskResult:
     queue_min: dict = field(default_factory=dict)    # (topic, queue id) -> first unit's offset
     pointers: list = field(default_factory=list)     # cq and index tasks: Pointers of their files
     files: int = 0
+    ledger: object = None      # commitlog tasks of a DLedger store: their dledgerscan.LedgerPart
 
 
 def path_display(layout):

@@ -190,7 +190,8 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
             emit(finding)
     undispatched = {}
     if layout.is_dledger() and ("commitlog" in scopes or "cq" in scopes):   # the entries as a ledger
-        summary.uncommitted, undispatched = _ledger(layout, emit if "commitlog" in scopes else None, display)
+        summary.uncommitted, undispatched = _ledger(layout, cl_results, emit if "commitlog" in scopes else None,
+                                                    display)
     if "cq" in scopes:
         batch = batchqueues.check(layout, runs, emit, display)     # batch topics: covered by their batch queues
         _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit, undispatched)
@@ -202,8 +203,9 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     return summary
 
 
-def _ledger(layout, emit, display) -> tuple[int, dict]:
-    """A DLedger store's entries against each other and their index units (forensics/dledgerscan);
+def _ledger(layout, cl_results, emit, display) -> tuple[int, dict]:
+    """A DLedger store's entries against each other and their index units (forensics/dledgerscan),
+    checked by the commitlog parts in their walk (cl_results, in offset order) and chained here;
     the entry walk's own problems were reported by the commitlog parts.  Returns how many entries
     are past the committed index (uncommitted: no damage), and per queue the first queue offset
     such an entry holds (the queue may end before it, unless a crash makes a broker dispatch them)."""
@@ -213,7 +215,9 @@ def _ledger(layout, emit, display) -> tuple[int, dict]:
         if emit is not None:
             emit(Finding("commitlog", kind, display(path), file_pos, offset, message, expected, found))
 
-    tally = dledgerscan.check_ledger(layout, on_problem, fastscan)
+    tally = dledgerscan.chain([r.ledger for r in cl_results], on_problem)
+    if not tally.uncommitted_queues:     # nothing uncommitted: where dispatch ends changes nothing
+        return tally.uncommitted, {}
     with commitlog.open_queue(layout) as queue:     # a crashed store's broker dispatches them all
         dispatched_all = dledger.dispatch_end(layout, queue) is None
     return tally.uncommitted, {} if dispatched_all else tally.uncommitted_queues
