@@ -207,28 +207,30 @@ def delete_bcq_file(root, rng):
         return f"deleted {path.relative_to(root)}"
 
 
-def zero_bcq_tail(root, rng):
+def _written_bcq_unit(root, rng):
+    """A batch queue file and one of its written (not all-zero) units, or None."""
     path = _pick(rng, bcq_files(root))
     if not path:
         return None
     data = path.read_bytes()
     written = [i for i in range(len(data) // BCQ_UNIT) if data[i * BCQ_UNIT:(i + 1) * BCQ_UNIT] != bytes(BCQ_UNIT)]
-    if not written:
+    return (path, len(data), rng.choice(written)) if written else None
+
+
+def zero_bcq_tail(root, rng):
+    picked = _written_bcq_unit(root, rng)
+    if not picked:
         return None
-    unit = rng.choice(written)
-    _poke(path, unit * BCQ_UNIT, bytes(len(data) - unit * BCQ_UNIT))
+    path, length, unit = picked
+    _poke(path, unit * BCQ_UNIT, bytes(length - unit * BCQ_UNIT))
     return f"{path.relative_to(root)} zeroed from unit {unit}"
 
 
 def bcq_unit_field(root, rng):
-    path = _pick(rng, bcq_files(root))
-    if not path:
+    picked = _written_bcq_unit(root, rng)
+    if not picked:
         return None
-    data = path.read_bytes()
-    written = [i for i in range(len(data) // BCQ_UNIT) if data[i * BCQ_UNIT:(i + 1) * BCQ_UNIT] != bytes(BCQ_UNIT)]
-    if not written:
-        return None
-    unit = rng.choice(written)
+    path, length, unit = picked
     field = rng.choice(sorted(BCQ_FIELDS))
     at, size = BCQ_FIELDS[field]
     value = rng.choice([0, 1, -1, rng.randrange(1 << 15), (1 << (8 * size - 1)) - 1])
