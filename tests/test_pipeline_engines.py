@@ -55,7 +55,8 @@ def test_the_two_engines_share_their_public_interface():
     assert local <= spark
     assert spark - local == {"open", "read", "export"}
     for name in local & spark:
-        assert shape(inspect.getattr_static(LocalEngine, name)) == shape(inspect.getattr_static(SparkEngine, name)), name
+        local_shape, spark_shape = (shape(inspect.getattr_static(e, name)) for e in (LocalEngine, SparkEngine))
+        assert local_shape == spark_shape, name
 
 
 def test_an_engine_is_an_engine_at_run_time():

@@ -37,7 +37,7 @@ class Engine(Protocol):
 SPARK_ENGINE = "mqtool.pipeline.spark.engine:SparkEngine"
 
 
-def open_engine(name: str, *, jobs: int | None = None, master: str | None = None, conf=()):
+def open_engine(name: str, *, jobs: int | None = None, master: str | None = None, conf=()) -> Engine:
     """The engine a command asked for: LocalEngine, or a SparkEngine (pyspark imported only here)."""
     if name == "local":
         if master:

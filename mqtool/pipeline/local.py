@@ -17,7 +17,7 @@ def default_jobs() -> int:
 
 class LocalEngine:
     """Partitions on this machine: in this process (jobs=1) or a pool of `jobs` processes.
-    Plain Python: no Java, no pyspark."""
+    Plain Python: no Java, no pyspark.  An engines.Engine, as SparkEngine is."""
 
     name = "local"
 

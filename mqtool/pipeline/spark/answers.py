@@ -5,22 +5,14 @@ both give the same rows.
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import (
-    CaseInsensitiveDict,
-    EqualTo,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import CaseInsensitiveDict, InputPartition
 
 from mqtool.forensics.filters import Filters
 from mqtool.pipeline import schema as row_schema
 from mqtool.pipeline.arrow import arrow_schema
 from mqtool.pipeline.spark.sources import (
     CQ_FORMAT,
+    FILTER_OPS,
     FORMAT,
     ConsumeQueueDataSource,
     PushdownCommitLogReader,
@@ -31,14 +23,14 @@ from mqtool.pipeline.spark.sources import (
 )
 
 
+_FILTER_KINDS = {op: kind for kind, op in FILTER_OPS.items()}     # "eq" -> EqualTo, ...
+
+
 def _jvm_filters(specs):
     """The JVM's simple filters ({"op", "column", "value"}) as pyspark's Python data source filters."""
-    kinds = {"eq": EqualTo, "gt": GreaterThan, "ge": GreaterThanOrEqual, "lt": LessThan, "le": LessThanOrEqual}
     for spec in specs:
-        if spec["op"] == "in":
-            yield In((spec["column"],), tuple(spec["value"]))
-        else:
-            yield kinds[spec["op"]]((spec["column"],), spec["value"])
+        value = tuple(spec["value"]) if spec["op"] == "in" else spec["value"]
+        yield _FILTER_KINDS[spec["op"]]((spec["column"],), value)
 
 
 def _jvm_source(source: str):

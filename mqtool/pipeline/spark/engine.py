@@ -34,7 +34,7 @@ def _raised(result):
 
 
 class _Settled:
-    """scan(part), as a Spark task (see settle and _Failed)."""
+    """scan(part), as a Spark task (see sources.settle and _Failed)."""
 
     def __init__(self, scan):
         self.scan = scan
@@ -46,13 +46,15 @@ class _Settled:
         except (MqError, OSError) as exc:
             return _Failed(exc)
 
+
 def _as_is(rows):
     return rows
 
 
 class SparkEngine:
     """Partitions as Spark tasks: map() runs a per-partition scan on the executors and brings the
-    results to the driver; read() is the rocketmq data source over the same partitions."""
+    results to the driver; read() is the rocketmq data source over the same partitions.  An
+    engines.Engine, as LocalEngine is (read, export and open are its own)."""
 
     name = "spark"
 
@@ -101,7 +103,7 @@ class SparkEngine:
     def read(self, stores, *, with_body: bool = False, with_problems: bool = False, check_crc: bool = True,
              pushdown: bool = False, columns=None, fmt: str = FORMAT):
         """The rocketmq DataFrame over these stores (plan.Store).  pushdown: only for a
-        DataFrame that serves one query (see _Pushdown).  columns: only these (names).  fmt:
+        DataFrame that serves one query (see sources._Pushdown).  columns: only these (names).  fmt:
         PYTHON_FORMAT for the Python data source where FORMAT is the JVM reader."""
         reader = self.spark.read.format(fmt)
         for key, value in (("withBody", with_body), ("problems", with_problems), ("checkCrc", check_crc),

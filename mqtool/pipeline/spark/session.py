@@ -31,6 +31,7 @@ SESSION_CONF = {
 }
 LOCAL_CONF = {"spark.ui.enabled": "false"}
 
+
 def register(spark, reader: str | None = None) -> None:
     """Make format("rocketmq") and format("rocketmq_cq") known to this session, and the Python data
     sources as format("rocketmq_python") and format("rocketmq_cq_python").  format("rocketmq")
@@ -77,7 +78,6 @@ def _add_jvm_reader(settings, local: bool) -> None:
         settings.set(jvmreader.PYTHON_CONF, sys.executable)
 
 
-# ------------------------------------------------------------------ the session
 def session(master: str | None = None, conf=()):
     """(SparkSession, created): the active session if there is one, else a new one on master
     (local[*] by default) with mqtool's data sources registered."""

@@ -48,11 +48,10 @@ PYTHON_FORMAT = "rocketmq_python"     # the Python data source, also when format
 CQ_FORMAT = "rocketmq_cq"
 PYTHON_CQ_FORMAT = "rocketmq_cq_python"
 
-_OPS = {EqualTo: "eq", In: "in", GreaterThan: "gt", GreaterThanOrEqual: "ge", LessThan: "lt",
-        LessThanOrEqual: "le"}
+FILTER_OPS = {EqualTo: "eq", In: "in", GreaterThan: "gt", GreaterThanOrEqual: "ge", LessThan: "lt",
+              LessThanOrEqual: "le"}   # pyspark's filter classes and mqtool's names of them
 
 
-# ------------------------------------------------------------------ data sources
 def _flag(options, name: str, default: bool) -> bool:
     value = options.get(name)
     return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
@@ -155,7 +154,7 @@ class _Pushdown:
 def push_filters(taker: Filters, filters, unpushable=()):
     """The filters (pyspark's) that taker cannot take; each one it can take is pushed into it."""
     for f in filters:
-        op = _OPS.get(type(f))
+        op = FILTER_OPS.get(type(f))
         column = f.attribute[0] if op and len(f.attribute) == 1 else None
         if column is None or column in unpushable or not taker.push(op, column, f.value):
             yield f
