@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqtool.errors import NotAStoreError
-from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
+from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit, unit_dtype
+from mqtool.formats.written import written_end
 from mqtool.storage.layout import store_file_names
-from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -117,8 +117,9 @@ class ConsumeQueue:
                 self.put(int(offsets[i]), int(sizes[i]), int(tags[i]), int(queue_offsets[i]))
                 i += 1
                 continue
-            units = np.empty(run, dtype=[("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-            units["offset"], units["size"], units["tags"] = offsets[i:i + run], sizes[i:i + run], tags[i:i + run]
+            units = np.empty(run, dtype=unit_dtype())
+            units["commitLogOffset"], units["size"], units["tagsCode"] = (offsets[i:i + run], sizes[i:i + run],
+                                                                          tags[i:i + run])
             mf.append(units.tobytes())
             mf.drop_written_pages(1 << 20)    # a long append keeps a flat resident set
             self.max_physic_offset = int(offsets[i + run - 1] + sizes[i + run - 1])
