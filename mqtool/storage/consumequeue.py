@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqtool.errors import NotAStoreError
-from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit, unit_dtype
+from mqtool.formats.consumequeue import PRE_BLANK, UNIT_SIZE, UNIT_STRUCT, is_valid_unit, unit_dtype
 from mqtool.formats.written import written_end
 from mqtool.storage.layout import store_file_names
 from mqtool.storage.mappedfilequeue import MappedFileQueue
@@ -60,7 +60,7 @@ class ConsumeQueue:
         if mf.first_create_in_queue and queue_offset != 0 and mf.wrote_position == 0:
             self.min_logic_offset = expect
             self.files.set_where(expect)
-            blank = UNIT_STRUCT.pack(0, 0x7FFFFFFF, 0)
+            blank = UNIT_STRUCT.pack(*PRE_BLANK)
             for _ in range(0, expect % self.files.file_size, UNIT_SIZE):
                 mf.append(blank)
         if queue_offset != 0 and expect < mf.file_from_offset + mf.wrote_position:

@@ -10,7 +10,6 @@ import numpy as np
 
 from mqtool.forensics.verify import kernels
 from mqtool.forensics.verify.findings import (
-    PRE_BLANK,
     UNIT_PROBLEMS,
     Finding,
     Pointers,
@@ -19,7 +18,7 @@ from mqtool.forensics.verify.findings import (
 )
 from mqtool.formats import consumequeueext, multidispatch
 from mqtool.formats.commitlog import Record, RecordError, decode_entry
-from mqtool.formats.consumequeue import UNIT_SIZE, unit_dtype
+from mqtool.formats.consumequeue import PRE_BLANK, UNIT_SIZE, unit_dtype
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
