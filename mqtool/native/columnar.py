@@ -30,6 +30,7 @@ from mqtool.formats.primitives import (
     signed32,
     utf8_continuation,
 )
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.native import aot
 from mqtool.native.jit import crc32, njit, prefetch
 
@@ -231,7 +232,7 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
 
     No reference counting (_nrt=False): numba increfs and decrefs an array at every call of a
     helper that takes it, two atomic operations each, which cost more than the decoding itself.
-    The properties are walked once a pair (pair_at's rule): a pair in plain ASCII, the usual
+    The properties are walked a pair at a time (formats/primitives.pair_at): a pair in plain ASCII, the usual
     case, is copied as it is, other text is decoded."""
     n = len(offset)
     addr = buf.ctypes.data
@@ -255,8 +256,8 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
             prefetch(addr + props_pos[i + AHEAD] + props_len[i + AHEAD] - 1)
         pos = offset[i] - base
         sf = sys_flag[i]
-        born_v6 = (sf & 0x10) != 0
-        store_v6 = (sf & 0x20) != 0
+        born_v6 = (sf & BORNHOST_V6) != 0
+        store_v6 = (sf & STOREHOST_V6) != 0
         stored_crc[i] = i32(buf, pos + 8)
         blen = body_len[i]
         if crc_known[i]:

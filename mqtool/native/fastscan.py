@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.formats import commitlog, dledger
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6, TRANSACTION_MASK, TRANSACTION_ROLLBACK
 from mqtool.formats.primitives import (
     delay_level,
     has_value,
@@ -84,9 +85,9 @@ def decode_at(buf, pos, limit):
         return DAMAGE, 2, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
     end = pos + total
     flag = i32(buf, pos + 36)
-    p = pos + 48 + (20 if flag & 0x10 else 8)
+    p = pos + 48 + (20 if flag & BORNHOST_V6 else 8)
     ts = i64(buf, p)
-    p += 8 + (20 if flag & 0x20 else 8)
+    p += 8 + (20 if flag & STOREHOST_V6 else 8)
     if p + 16 > end:
         return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
     blen = i32(buf, p + 12)
@@ -280,7 +281,7 @@ def parse_records(buf, start, n, sys_flag, topic_pos, topic_len, props_pos, prop
          has_delay) = read_props(buf, p, p + props_len[i])
         tags_hash[i] = tags_hash_of(buf, tags_lo, tags_hi, state)
         delay_level[i] = delay if has_delay else 0
-        if (sys_flag[i] & 0xC) != 0xC:    # rollback records are not indexed
+        if (sys_flag[i] & TRANSACTION_MASK) != TRANSACTION_ROLLBACK:    # rollback records are not indexed
             if uniq_lo >= 0 and keys < key_cap:
                 key_record[keys] = i
                 key_hash[keys] = index_hash(java_hash(buf, uniq_lo, uniq_hi, prefix, state))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_prefix
+from mqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.native.fastscan import (
     HAS_DELAY,
     I64,
@@ -54,7 +55,7 @@ def check_units(buf, base, limit, offsets, sizes, tags, logical, topic, queue, s
                 code = UNIT_NOT_A_RECORD
             elif total != sizes[i]:
                 code = UNIT_SIZE_MISMATCH
-            elif (flag & 0xC) == 4 or (flag & 0xC) == 0xC:
+            elif (flag & TRANSACTION_MASK) == TRANSACTION_PREPARED or (flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
                 code = UNIT_NOT_DISPATCHED
             else:
                 same = tlen == tl
@@ -116,7 +117,7 @@ def check_entries(buf, base, limit, phy, hashes, store_ts, found):
              plen) = decode_at(buf, pos, limit)
             if kind != -1:
                 code = ENTRY_NOT_A_RECORD
-            elif (flag & 0xC) == 0xC:
+            elif (flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
                 code = ENTRY_NOT_INDEXED
             else:
                 store_ts[i] = ts
@@ -268,10 +269,10 @@ def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_l
                 expected = tags_hash[j]
                 if delayed and delay > 0:
                     expected = store_ts[j] + delays[min(delay, len(delays)) - 1]
-                tx = sys_flag[j] & 0xC
+                tx = sys_flag[j] & TRANSACTION_MASK
                 if size[j] != sizes[i]:
                     code = UNIT_SIZE_MISMATCH
-                elif tx == 4 or tx == 0xC:
+                elif tx == TRANSACTION_PREPARED or tx == TRANSACTION_ROLLBACK:
                     code = UNIT_NOT_DISPATCHED
                 elif t_hash[j] != topic_hash or t_len[j] != topic_len:
                     code = UNIT_WRONG_TOPIC
@@ -301,7 +302,7 @@ def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, p
         code = UNSETTLED
         ts[i] = 0
         if j < len(offset) and offset[j] == phy[i] and not flags[j] & UTF8_IRREGULAR:
-            if (sys_flag[j] & 0xC) == 0xC:
+            if (sys_flag[j] & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
                 code = ENTRY_NOT_INDEXED
             else:
                 ts[i] = store_ts[j]
