@@ -300,10 +300,8 @@ def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, bor
         left = int(ends[-1] - (ends[first - 1] if first else 0))    # the bytes of the records still to write
         mf = queue.get_last_mapped_file(0)
         queue.make_room(mf, left)
-        # Without a write buffer the records are written into a buffer and pwritten: through the
-        # mapping, every page of a fresh sparse file is a page fault that reads ahead (zeroes)
-        # pages around it, the most of a record's cost
-        direct = mf.write_buffer is None and mf.can_pwrite()
+        # pwritten from a buffer of their own, or written in place (MappedFile.appends_by_pwrite)
+        direct = mf.appends_by_pwrite(batch=True)
         origin = mf.wrote_position if direct else 0
         target = None if direct else mf.write_buffer if mf.write_buffer is not None else mf.buf
         out = np.empty(min(left, mf.file_size - origin), dtype=np.uint8) if direct else np.frombuffer(

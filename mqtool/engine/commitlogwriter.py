@@ -36,7 +36,7 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.crc import body_crc
 from mqtool.formats.hosts import java_host
 from mqtool.formats.javastr import java_length, tags_code
-from mqtool.formats.properties import DELAY, KEYS, REAL_QID, REAL_TOPIC, TAGS, UNIQ_KEY
+from mqtool.formats.properties import DELAY, KEYS, REAL_QID, REAL_TOPIC, TAGS, UNIQ_KEY, delay_level
 from mqtool.storage import topics
 from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, DispatchRequest
 
@@ -78,11 +78,7 @@ def rewrite_delayed(props, topic: str, queue_id: int, max_level: int, *, trailin
     REAL_TOPIC and REAL_QID are put, the map is serialised again (so a WAIT the
     broker put back reappears) and the message moves to SCHEDULE_TOPIC_XXXX,
     queue level-1."""
-    text = props.get(DELAY)
-    try:
-        level = int(text) if text is not None else 0
-    except ValueError:
-        level = 0
+    level = delay_level(props.get(DELAY))
     if level <= 0:
         return None
     if level > max_level:

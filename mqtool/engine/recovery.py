@@ -58,7 +58,8 @@ from mqtool.formats import timer as timer_format
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
-from mqtool.storage import commitlog, dledger, mappedfile, timerstore, timerview
+from mqtool.formats.written import written_end
+from mqtool.storage import commitlog, dledger, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
 
 _MAGIC_POS = 4
@@ -325,7 +326,7 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
     if mf is not None and cut < mf.file_end_offset:
         # past data_end (a read-only map's: where the file's last data extent ends) is a hole, zeros:
         # not read, so a preallocated file's untouched gigabyte is not paged in to find nothing
-        data_end = mf.file_from_offset + mappedfile.written_end(mf.buf, cut - mf.file_from_offset,
+        data_end = mf.file_from_offset + written_end(mf.buf, cut - mf.file_from_offset,
                                                                 min(mf.file_size, mf.data_end))
     else:
         data_end = cut

@@ -17,8 +17,9 @@ from mqtool.formats import commitlog as fmt
 from mqtool.formats import dledger as dledger_format
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
+from mqtool.formats.written import written_end
 from mqtool.storage import dledger, fsutil
-from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile, written_end
+from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.walkitems import EndOfData, Problem
 from mqtool.storage.walkitems import first_nonzero as _first_nonzero

@@ -77,11 +77,7 @@ def from_record(record: Record, delay_levels_ms: list[int],
     code = tags_code(tags)
     level_text = properties.get(props.DELAY)
     if topic == SCHEDULE_TOPIC and level_text is not None:
-        try:
-            level = int(level_text)
-        except ValueError:
-            level = 0
-        level = min(level, len(delay_levels_ms))
+        level = min(props.delay_level(level_text), len(delay_levels_ms))
         if level > 0:
             code = delivery_time(level, record.store_timestamp, delay_levels_ms)
     return DispatchRequest(
