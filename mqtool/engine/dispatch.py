@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mqtool.engine.dispatchrule import decide, queue_directory, refused
+from mqtool.engine.dispatchrule import by_record, decide, queue_directory, refused
 from mqtool.engine.flush import RETRY_TIMES_OVER, ServiceThread
 from mqtool.formats import multidispatch
 from mqtool.storage.batchqueue import BatchQueue
@@ -162,8 +162,8 @@ class Dispatcher:
             return
         per_queue: dict[tuple[str, int], list] = {}
         last_ts = 0
-        if self.ext_dir is not None or self.batch_topics or self.multi_dispatch is not None and any(req.multi is not None
-                                                                                for req in requests):
+        ext = self.ext_dir is not None
+        if any(by_record(req, self.batch_topics, ext, self.multi_dispatch) for req in requests):
             for req in requests:        # one by one: the further queues' units in commitlog order
                 self.dispatch(req)
             return

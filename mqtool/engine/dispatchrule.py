@@ -13,7 +13,8 @@ id that can be a directory), its tags code (the delivery time of a delayed messa
 its keys are indexed (all but rollback).  The facts they share are written once, as functions
 that take one value or a column alike (formats/sysflag.py, storage/dispatchrequest.py, and
 queue_directory / refused below).  Batch topics, consume queue extensions and multi-dispatched
-(LMQ) records are dispatched record by record, by the scalar form.  tests/test_dispatchrule.py
+(LMQ) records are dispatched record by record, by the scalar form (by_record, and
+chunk_by_record for a chunk).  tests/test_dispatchrule.py
 checks that the two forms decide the same for every record of every broker-written fixture.
 """
 
@@ -24,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mqtool.formats import sysflag
+from mqtool.formats import multidispatch, sysflag
 from mqtool.native import fastscan
-from mqtool.storage import dispatchrequest, topics
+from mqtool.storage import commitlog, dispatchrequest, topics
 from mqtool.storage.dispatchrequest import DispatchRequest
 
 
@@ -58,6 +59,28 @@ def decide(request: DispatchRequest) -> Decision:
     return Decision(refused=False,
                     unit=bool(request.goes_to_consume_queue and queue_directory(request.queue_id)),
                     tags_code=request.tags_code, indexed=bool(request.is_indexed))
+
+
+def by_record(request: DispatchRequest, batch_topics, ext: bool, multi_dispatch) -> bool:
+    """Must this record be dispatched by the scalar form: a unit in a batch consume queue, an
+    extension unit (ext: enableConsumeQueueExt), or units in further queues (multi_dispatch:
+    enableMultiDispatch's settings, or None)?"""
+    return request.topic in batch_topics or ext or multi_dispatch is not None and request.multi is not None
+
+
+def chunk_by_record(decided: "ChunkDecisions", chunk, queue, batch_topics, ext: bool, multi_dispatch) -> bool:
+    """by_record for a chunk: does a record of it need the scalar form?  Then the whole chunk
+    goes record by record, so that every queue gets its units in commitlog order.  (INNER_MULTI_DISPATCH
+    is found by a byte search of the chunk's stretch of the commitlog: a record whose body holds it
+    sends its chunk that way too, which costs time, never a wrong unit.)"""
+    if ext or any(name in batch_topics for name in decided.names):
+        return True
+    if multi_dispatch is None:
+        return False
+    c = chunk.columns
+    mf = queue.find_by_offset(int(c["offset"][0]))
+    return mf is not None and bool(commitlog.rows_holding(mf, c["offset"], c["size"], multidispatch.MARKER,
+                                                          first_only=True))
 
 
 @dataclass

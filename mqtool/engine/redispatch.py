@@ -184,9 +184,8 @@ def _dispatch_chunk(chunk, queue, dispatcher, delay_levels, done, queues, index,
     for i in np.flatnonzero(decided.refused).tolist():
         dispatcher.refuse(names[which[i]])
     done.records += int(decided.wanted.sum())
-    batch = queues and any(name in dispatcher.batch_topics for name in names)
-    if batch or queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None
-                            and _has_multi(queue, c)):
+    if queues and dispatchrule.chunk_by_record(decided, chunk, queue, dispatcher.batch_topics,
+                                               dispatcher.ext_dir is not None, dispatcher.multi_dispatch):
         _dispatch_in_order(np.flatnonzero(decided.accepted), chunk, queue, dispatcher, delay_levels, done, index,
                            topic_filter, queues)
         _take_refused(dispatcher, done)
@@ -242,14 +241,6 @@ def _request_at(queue, c, i: int, delay_levels):
     """The DispatchRequest of the chunk's record at row i, decoded from the commitlog (None: no record)."""
     record = commitlog.record_at(queue, int(c["offset"][i]))
     return None if isinstance(record, str) else from_record(record, delay_levels)
-
-
-def _has_multi(queue, c) -> bool:
-    """Does a record of the chunk carry INNER_MULTI_DISPATCH?  (A byte search of its stretch of
-    the commitlog: a chunk sent on without its bytes is searched here too.)"""
-    mf = queue.find_by_offset(int(c["offset"][0]))
-    return mf is not None and bool(commitlog.rows_holding(mf, c["offset"], c["size"], multidispatch.MARKER,
-                                                          first_only=True))
 
 
 def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index, topic_filter,

@@ -121,9 +121,8 @@ def suspects(c: dict, crc_bad=None):
     """The records of fastscan columns that may fail one of record_problems' checks (a superset:
     which fail, and why, is record_problems' answer).  crc_bad: the rows whose CRC is wrong,
     when CRCs are checked."""
-    tx = c["sys_flag"] & sysflag.TRANSACTION_MASK
     suspect = (c["physical"] != c["offset"]) | (c["queue_offset"] < 0) | (c["queue_id"] < 0)
-    suspect |= ((tx == sysflag.TRANSACTION_PREPARED) | (tx == sysflag.TRANSACTION_ROLLBACK)) & (c["queue_offset"] != 0)
+    suspect |= ~sysflag.is_dispatched_to_consume_queue(c["sys_flag"]) & (c["queue_offset"] != 0)
     if crc_bad is not None:
         suspect |= crc_bad
     return suspect
