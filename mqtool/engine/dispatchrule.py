@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.formats import multidispatch, sysflag
-from mqtool.native import fastscan
 from mqtool.storage import commitlog, dispatchrequest, topics
 from mqtool.storage.dispatchrequest import DispatchRequest
 
@@ -103,6 +102,8 @@ def decide_chunk(chunk, parsed: dict, delay_levels: list[int], request_at, topic
     fastscan.parse columns; request_at(row): the row's DispatchRequest decoded from the
     commitlog, or None, asked for the few delayed messages whose DELAY the kernels cannot read).
     A record failing its CRC is where recovery cuts: never dispatched."""
+    from mqtool.native import fastscan    # here: the store (and every command) starts without numba
+
     c = chunk.columns
     good = c["crc_ok"]
     # topic names, once per distinct topic: which may become directories, which are wanted
