@@ -14,8 +14,8 @@ its keys are indexed (all but rollback).  The facts they share are written once,
 that take one value or a column alike (formats/sysflag.py, storage/dispatchrequest.py, and
 queue_directory / refused below).  Batch topics, consume queue extensions and multi-dispatched
 (LMQ) records are dispatched record by record, by the scalar form (by_record, and
-chunk_by_record for a chunk).  tests/test_dispatchrule.py
-checks that the two forms decide the same for every record of every broker-written fixture.
+chunk_by_record for a chunk).  tests/test_dispatchrule.py checks that the two forms decide the
+same for every record of every broker-written fixture.
 """
 
 from __future__ import annotations
@@ -69,9 +69,10 @@ def by_record(request: DispatchRequest, batch_topics, ext: bool, multi_dispatch)
 
 def chunk_by_record(decided: "ChunkDecisions", chunk, queue, batch_topics, ext: bool, multi_dispatch) -> bool:
     """by_record for a chunk: does a record of it need the scalar form?  Then the whole chunk
-    goes record by record, so that every queue gets its units in commitlog order.  (INNER_MULTI_DISPATCH
-    is found by a byte search of the chunk's stretch of the commitlog: a record whose body holds it
-    sends its chunk that way too, which costs time, never a wrong unit.)"""
+    goes record by record, so that every queue gets its units in commitlog order.
+    (INNER_MULTI_DISPATCH is found by a byte search of the chunk's stretch of the commitlog: a
+    record whose body holds it sends its chunk that way too, which costs time, never a wrong
+    unit.)"""
     if ext or any(name in batch_topics for name in decided.names):
         return True
     if multi_dispatch is None:
