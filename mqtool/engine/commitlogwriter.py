@@ -113,8 +113,7 @@ class CommitLogWriter:
         if len(text) > MAX_PROPERTIES_LENGTH // 2 and java_length(text) > MAX_PROPERTIES_LENGTH:
             return PutResult(MESSAGE_ILLEGAL, topic=msg.topic, queue_id=msg.queue_id,
                              remark="properties longer than 32767 characters")
-        tx = sysflag.transaction_type(msg.sys_flag)
-        if tx in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT) and msg.delay_level > 0 \
+        if sysflag.is_dispatched_to_consume_queue(msg.sys_flag) and msg.delay_level > 0 \
                 and not msg.verbatim:
             self._rewrite_delayed(msg)
         topic, queue_id = msg.topic, msg.queue_id
@@ -151,7 +150,7 @@ class CommitLogWriter:
                                    properties.get(KEYS, "") or "", properties.get(UNIQ_KEY),
                                    sys_flag, msg.prepared_transaction_offset)
         return Encoded(msg, length, magic, body_crc(body), sys_flag, born_addr + _I32.pack(born_port), rest,
-                       topic, queue_id, tx in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT),
+                       topic, queue_id, sysflag.is_dispatched_to_consume_queue(sys_flag),
                        store_addr, store_port, dispatch)
 
     def _rewrite_delayed(self, msg: MessageInner) -> None:

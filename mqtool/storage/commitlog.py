@@ -39,9 +39,7 @@ def record_problems(record: Record, check_crc: bool = True) -> list[tuple[str, s
                                          f"the record is at {record.offset}"))
     if record.queue_offset < 0 or record.queue_id < 0:
         found.append(("bad-queue", f"queueId {record.queue_id} / queueOffset {record.queue_offset}"))
-    if (record.sys_flag & sysflag.TRANSACTION_MASK) in (sysflag.TRANSACTION_PREPARED,
-                                                        sysflag.TRANSACTION_ROLLBACK) \
-            and record.queue_offset != 0:
+    if not sysflag.is_dispatched_to_consume_queue(record.sys_flag) and record.queue_offset != 0:
         found.append(("bad-queue", f"a prepared/rollback record carries queueOffset "
                                    f"{record.queue_offset}, expected 0"))
     return found
