@@ -225,12 +225,10 @@ def _checkpoint(events, dump) -> None:
         if dump.options.json:
             output.emit_json(line)
             continue
-        table = output.TableStream(f"checkpoint {line['file']}", [("field", {}), ("value", {"justify": "right"}),
-                                                                  ("time (UTC)", {})])
-        for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp",
-                     "masterFlushedOffset", "confirmPhyOffset", "fileSize"):
-            table.add(name, cp[name], line.get(name + "Iso") or "")
-        table.flush()
+        times = {name: line[name + "Iso"] for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")}
+        _timerdump.fields_table(f"checkpoint {line['file']}", cp, times,
+                                ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp",
+                                 "masterFlushedOffset", "confirmPhyOffset", "fileSize"))
 
 
 def _config(events, dump) -> None:

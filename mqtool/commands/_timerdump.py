@@ -126,12 +126,17 @@ def timercheck(events, dump) -> None:
         if dump.options.json:
             output.emit_json(line)
             continue
-        table = output.TableStream(f"timercheck {line['file']}", [("field", {}), ("value", {"justify": "right"}),
-                                                                  ("time (UTC)", {})])
-        for name in ("lastReadTimeMs", "lastTimerLogFlushPos", "lastTimerQueueOffset", "masterTimerQueueOffset",
-                     "stateVersion", "dataVersionTimestamp", "dataVersionCounter", "fileSize"):
-            table.add(name, cp[name], line["lastReadTimeIso"] if name == "lastReadTimeMs" else
-                      line["dataVersionTimestampIso"] if name == "dataVersionTimestamp" else "")
-        table.flush()
+        times = {"lastReadTimeMs": line["lastReadTimeIso"], "dataVersionTimestamp": line["dataVersionTimestampIso"]}
+        fields_table(f"timercheck {line['file']}", cp, times,
+                     ("lastReadTimeMs", "lastTimerLogFlushPos", "lastTimerQueueOffset", "masterTimerQueueOffset",
+                      "stateVersion", "dataVersionTimestamp", "dataVersionCounter", "fileSize"))
         if "problem" in line:
             output.note(line["problem"])
+
+
+def fields_table(title: str, fields: dict, times: dict, names) -> None:
+    """A file of fixed fields (checkpoint, timercheck): one row per field, with its time in ISO form."""
+    table = output.TableStream(title, [("field", {}), ("value", {"justify": "right"}), ("time (UTC)", {})])
+    for name in names:
+        table.add(name, fields[name], times.get(name) or "")
+    table.flush()
