@@ -182,7 +182,8 @@ def _queue_file(file: FileArgs):
 
 
 def _walk_queues(open_queues, dump: Dump):
-    """dumpwalk.walk_queue's events, queue after queue (each closed after its walk)."""
+    """dumpwalk.walk_queue's events, queue after queue (each closed after its walk).  open_queues:
+    filters -> the queues (a store's opens only the topics and queue ids the filters keep)."""
     for cq in open_queues(dump.options.filters):
         try:
             yield from dumpwalk.walk_queue(cq, dump.options.filters, dump.tally, dump.display)
