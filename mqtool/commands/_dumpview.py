@@ -12,7 +12,7 @@ from mqtool.cli import output
 from mqtool.commands import _timerdump
 from mqtool.forensics import storeinfo
 from mqtool.forensics.messageview import message_fields
-from mqtool.pipeline.engines import Behind
+from mqtool.pipeline.local import Behind
 from mqtool.storage import dispatchrequest
 from mqtool.storage.commitlog import Problem
 
@@ -86,7 +86,7 @@ def _message_lines(body):
     """The fields of dump's `message` lines in order (those of _emit_record), for blockjson."""
     from mqtool.forensics import blockjson
     from mqtool.native import jsonlines as jl
-    from mqtool.pipeline.engines import MESSAGE_COLUMNS
+    from mqtool.pipeline.schema import MESSAGE_COLUMNS
 
     fields = [("type", jl.CONST, "message"), ("file", jl.CONST, None), ("fileOffset", jl.INT, None)]
     fields += [(name, blockjson.kind_of(kind), None) for name, kind in MESSAGE_COLUMNS]
