@@ -123,6 +123,26 @@ def test_dump_index_headers_match_broker(name, extracted, run_cli):
     assert len(entries) == sum(f["indexCount"] - 1 for f in pre["indexFiles"])
 
 
+@pytest.mark.parametrize("name", UNDAMAGED + DAMAGED)
+def test_one_index_file_gives_its_geometry_by_its_size(name, extracted, run_cli, tmp_path):
+    """An index file dumped on its own, without --config: its geometry is read off its size at the
+    broker's ratio (the fixtures' brokers ran with maxHashSlotNum 100 / maxIndexNum 400, README), and
+    a size no geometry gives is a usage error naming the file."""
+    pre = next(l for l in expected_read(name) if l["type"] == "pre")
+    for f in pre["indexFiles"]:
+        result, lines = dump_lines(run_cli, extracted(name) / "index" / f["name"])
+        assert result.code == 0
+        header = lines[0]
+        assert (header["type"], header["maxHashSlotNum"], header["maxIndexNum"]) == ("index_header", 100, 400)
+        assert (header["indexCount"], header["endPhyOffset"]) == (f["indexCount"], f["endPhyOffset"])
+    cut = tmp_path / "index" / pre["indexFiles"][0]["name"]
+    cut.parent.mkdir()
+    cut.write_bytes((extracted(name) / "index" / cut.name).read_bytes()[:-7])
+    result = run_cli("dump", cut)
+    assert result.code == 2
+    assert str(cut) in result.err and "cannot infer maxHashSlotNum/maxIndexNum from 8433 bytes" in result.err
+
+
 def test_flipped_body_byte_is_marked_where_the_broker_cut(extracted, run_cli):
     name = "flipped-body-byte"
     summary = json.loads((fixture_dir(name) / "summary.json").read_text())

@@ -14,7 +14,8 @@ import pytest
 from crafted import bad_utf8, store_of
 
 from conftest import ALL_FIXTURES
-from mqtool.commands import dump
+from mqtool.commands import _dumpview
+from mqtool.forensics import dumpkinds
 from mqtool.native import jsonlines as jl
 
 ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -89,10 +90,10 @@ VARIANTS = [
 
 
 def _both(run_cli, monkeypatch, *args):
-    monkeypatch.setattr(dump, "COLUMNAR_FROM", 0)     # the fixtures are small stores
+    monkeypatch.setattr(dumpkinds, "COLUMNAR_FROM", 0)     # the fixtures are small stores
     new = run_cli("dump", *args)
     with monkeypatch.context() as m:
-        m.setattr(dump, "COLUMNAR_JSON", False)
+        m.setattr(dumpkinds, "COLUMNAR_JSON", False)
         old = run_cli("dump", *args)
     return new, old
 
@@ -128,7 +129,7 @@ def test_dump_json_is_the_record_by_record_output_on_crafted_records(variant, cr
 
 def test_dump_json_in_blocks_of_a_few_records(crafted, extracted, run_cli, monkeypatch):
     """Chunks cut into many blocks, and a file given instead of the store, change nothing."""
-    monkeypatch.setattr(dump, "BLOCK_ROWS", 3)
+    monkeypatch.setattr(_dumpview, "BLOCK_ROWS", 3)
     for args in ((crafted, "commitlog", "--json", "--body", "text"),
                  (crafted / "commitlog" / "00000000000000000000", "--json", "--limit", "5"),
                  (extracted("multifile"), "commitlog", "--json", "--queue", "0")):

@@ -1,6 +1,7 @@
-"""dump's walking and counting: what `dump` shows of a commitlog, a consume queue or an index
-file, each entry with the checks it fails, as plain events; mqtool/commands/dump.py only renders
-them (a table or JSON lines).
+"""dump's walking and counting: what `dump` shows of a commitlog, a consume queue, an index
+file, a batch consume queue or a DLedger store, each entry with the checks it fails, as plain
+events (forensics/dumpkinds.py has which walker serves which kind); mqtool/commands/dump.py only
+renders them (a table or JSON lines).
 
 One Tally serves a whole dump: it counts what was walked and shown, keeps --limit, and
 remembers the first problem, which the command's error line names.
@@ -14,9 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from mqtool.forensics.filters import Filters
+from mqtool.formats import batchconsumequeue as batch_format
+from mqtool.formats import dledger as dledger_format
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.consumequeue import is_valid_unit
-from mqtool.storage import commitlog
+from mqtool.formats.filenames import name_to_offset
+from mqtool.storage import batchqueue, commitlog, dledger
+from mqtool.storage.layout import FileInfo
 from mqtool.storage.commitlog import EndOfData, Problem
 
 PROGRESS_STEP = 1 << 20  # bytes of commitlog between progress updates
@@ -207,3 +212,84 @@ def index_entries(ix, header, filters: Filters, tally: Tally):
             continue
         tally.shown += 1
         yield entry, time_ms
+
+
+def store_batch_queues(layout):
+    """(topic, queueId, [(FileInfo, units)]) for each batch consume queue of a store."""
+    for topic, queue_id, directory in batchqueue.queues(layout):
+        yield topic, queue_id, batchqueue.queue_units(directory)
+
+
+def file_batch_queue(path: Path):
+    """store_batch_queues for one batch consume queue file on its own (queue id -1 when its
+    folder is not a number)."""
+    topic, queue = path.parent.parent.name, path.parent.name
+    st = path.stat()
+    info = FileInfo(path, path.name, st.st_size, st.st_mtime)
+    yield topic, int(queue) if queue.isdigit() else -1, [(info, batchqueue.read_units(path))]
+
+
+def walk_batch_queues(queues, dump):
+    """("batch_unit", JSON line) for each 46-byte unit the filters keep (until --limit, per file),
+    then ("summary", dict)."""
+    filters, tally, display = dump.options.filters, dump.tally, dump.display
+    for topic, queue_id, files in queues:
+        if not filters.queue_ok(topic, queue_id):
+            continue
+        for info, units in files:
+            for n, unit in enumerate(units.tolist()):
+                if tally.full():
+                    break
+                offset, size, tags, store_time, base, batch, compacted, reserved = unit
+                if not (filters.offset_ok(offset) and filters.time_ok(store_time) and filters.queue_offset_ok(base)):
+                    continue
+                tally.records += 1
+                tally.shown += 1
+                at = n * batch_format.UNIT_SIZE
+                yield "batch_unit", {"type": "batch_unit", "topic": topic, "queueId": queue_id,
+                                     "file": display(info.path), "fileOffset": at,
+                                     "logicalOffset": name_to_offset(info.name) + at, "commitLogOffset": offset,
+                                     "size": size, "tagsCode": tags, "storeTimestamp": store_time,
+                                     "msgBaseOffset": base, "batchSize": batch, "compactedOffset": compacted,
+                                     "reserved": reserved}
+    yield "summary", {"type": "summary", "kind": "batchconsumequeue", "units": tally.records, "shown": tally.shown}
+
+
+def walk_dledger(layout, dump):
+    """A DLedger store's raw entries and blanks in file order with their ledger checks
+    (("entry", JSON line), ("blank", Blank), ("problem", Problem)), ("entries_end",), its index
+    units (("index_unit", JSON line)), then ("summary", ledger state, summary)."""
+    from mqtool.forensics import dledgerscan
+
+    tally, display, scan = dump.tally, dump.display, dledgerscan.LedgerScan()
+    lo, hi = dump.options.filters.offset_range     # inclusive
+    for item in dledgerscan.scan(layout, scan, display, offset_from=lo, offset_to=None if hi is None else hi + 1):
+        if tally.full():
+            break
+        if isinstance(item, dledgerscan.Checked):
+            line = dledgerscan.entry_json(item)
+            tally.shown += 1
+            if item.problems:
+                tally.problems += len(item.problems)
+                tally.note_problem(line["file"], line["fileOffset"], item.problems[0][0])
+            yield "entry", line
+        elif isinstance(item, Blank):
+            tally.blanks += 1
+            yield "blank", item
+        elif isinstance(item, Problem):
+            tally.problems += 1
+            tally.note_problem(item.path, item.file_offset, item.kind)
+            yield "problem", item
+    yield ("entries_end",)
+    units = 0
+    for path, pos, unit in dledgerscan.index_units(layout, display):
+        if tally.full():
+            break
+        units += 1
+        yield "index_unit", {"type": "dledger_index_unit", "file": path, "unitOffset": pos,
+                             "slot": pos // dledger_format.INDEX_UNIT_SIZE, "magic": unit.magic, "pos": unit.pos,
+                             "size": unit.size, "index": unit.index, "term": unit.term}
+    with commitlog.open_queue(layout) as queue:
+        state = dledger.read_ledger(layout, queue).to_json()
+    yield "summary", state, {"entries": scan.entries, "blanks": scan.blanks, "indexUnits": units,
+                             "uncommitted": scan.uncommitted, "endOffset": scan.end_offset, "problems": scan.problems}

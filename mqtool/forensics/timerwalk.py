@@ -1,5 +1,6 @@
-"""dump's walk of the timer store: timerlog units, BLANKs and damage, and the wheel's slots, as
-plain events (mqtool/commands/_timerdump.py renders them).
+"""dump's walk of the timer store: timerlog units, BLANKs and damage, the wheel's slots, the timer
+checkpoint and config/timermetrics against the timerlog, as plain events
+(mqtool/commands/_timerdump.py renders them).
 
 Filters that mean something here: --since/--until on a unit's delivery time (a slot's time),
 --offset-from/--offset-to on a unit's offsetPy, --topic on a unit's realTopicHash (the
@@ -8,9 +9,12 @@ String.hashCode of REAL_TOPIC the broker stores in it, so no commitlog read is n
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
 from mqtool.formats.javastr import java_hash
-from mqtool.storage import timerstore
+from mqtool.storage import commitlog, timerstore, timerview
 from mqtool.storage.commitlog import Problem
 
 
@@ -91,3 +95,107 @@ def wheel_size_problem(ts) -> str | None:
     if size is None:
         return None
     return None if size == fmt.WHEEL_SIZE else f"timerwheel is {size} bytes, expected {fmt.WHEEL_SIZE}"
+
+
+@contextmanager
+def store_view(layout):
+    """The store's timer store as a broker's timer recovery leaves it (timerview)."""
+    queue = commitlog.open_queue(layout)
+    try:
+        with timerview.open_view(layout, queue) as view:
+            yield view
+    finally:
+        queue.close()
+
+
+def timerlog_events(source, dump):
+    """source: (TimerStore, the broker's view of the store: timerview.TimerView, or None for one
+    file on its own).  walk_timerlog's events, then ("summary", dict)."""
+    ts, view = source
+    tally = dump.tally
+    pending = view.pending(want_units=True) if view is not None else None
+    recalled = frozenset(u.pos for u, state, _ in pending.units if state == "recalled") if pending else frozenset()
+    if pending is not None:
+        pending.units = []
+    yield from walk_timerlog(ts, dump.options.filters, tally, dump.display, recalled)
+    summary = {"type": "summary", "kind": "timerlog", "units": tally.records, "blanks": tally.blanks,
+               "problems": tally.problems, "shown": tally.shown, "endOffset": tally.end_offset,
+               "lastReadTimeMs": ts.read_time_ms, "complete": tally.stopped_at is None}
+    if view is not None:
+        summary.update(_pending_fields(view, pending))
+    yield "summary", summary
+
+
+def _pending_fields(view, pending) -> dict:
+    rec = view.recovery
+    return {"pending": pending.all_congest_num, "deliverable": pending.deliverable, "recalled": pending.recalled,
+            "rolled": pending.rolled, "deleteMarkers": pending.delete_markers, "lost": pending.lost,
+            "putBack": rec.put_back, "putBackPending": rec.put_back_pending, "deliveredTwice": rec.requeued_count,
+            "deliveredTwiceKeys": [r["uniqKey"] for r in rec.requeued]}
+
+
+def timerwheel_events(view, dump):
+    """("wheel_size", file, message) when the wheel is not of its size (and nothing more), or
+    ("slot", number, slot dict, pending) for each slot wheel_slots keeps, then ("summary", dict)."""
+    tally, ts = dump.tally, view.ts
+    problem = wheel_size_problem(ts)
+    if problem:
+        tally.problems += 1
+        tally.note_problem(dump.display(ts.layout.timerwheel_path), None, "bad-file-size")
+        yield "wheel_size", dump.display(ts.layout.timerwheel_path), problem
+        return
+    for number, slot, pending in wheel_slots(view, dump.options.filters, tally):
+        yield "slot", number, slot, pending
+    p = view.pending()
+    yield "summary", {"type": "summary", "kind": "timerwheel", "slots": tally.shown, "precisionMs": ts.precision,
+                      "lastReadTimeMs": ts.read_time_ms, "allCongestNum": p.all_congest_num,
+                      "revisedSlots": len(view.recovery.revised_slots), **_pending_fields(view, p)}
+
+
+def timermetrics_events(source, dump):
+    """source: (layout, its timer view or None).  config/timermetrics (TimerMetrics' timingCount
+    per real topic, read as a broker loads it, .bak when the file cannot be read), each count
+    against what the timerlog holds: +1 per unit, -1 per delete unit, on the chains of the slots
+    not read yet.  A count that differs is a problem (after a crash the file lags: a broker
+    persists it once a second).  One event: ("metrics", rows, summary)."""
+    layout, view = source
+    doc, path, note = timerview.read_metrics(layout)
+    if doc is None and path is None and note is None:
+        raise NotAStoreError("no config/timermetrics here (timerWheelEnable is off, or a 4.x store)",
+                             path=layout.config_dir / "timermetrics")
+    tally, display = dump.tally, dump.display
+    counts = timerview.metric_counts(doc)
+    held = timerview.timerlog_counts(view, counts) if view is not None else {}
+    where = display(path) if path is not None else display(layout.config_dir / "timermetrics")
+    version = (doc or {}).get("dataVersion") or {}
+    rows = []
+    for topic in sorted(set(counts) | set(held)):
+        metric = ((doc or {}).get("timingCount") or {}).get(topic)
+        row = {"type": "timer_metric", "file": where, "topic": topic, "count": counts.get(topic),
+               "timeStamp": metric.get("timeStamp") if isinstance(metric, dict) else None,
+               "timerlog": held.get(topic, 0)}
+        row["matches"] = row["count"] == row["timerlog"]
+        if not row["matches"]:
+            tally.problems += 1
+            tally.note_problem(where, None, "timer-metric-mismatch")
+        rows.append(row)
+    yield "metrics", rows, {"type": "summary", "kind": "timermetrics", "file": where, "note": note,
+                            "topics": len(rows), "dataVersion": version,
+                            "mismatches": sum(not r["matches"] for r in rows)}
+
+
+def timercheck_events(path, dump):
+    """("timercheck", JSON line, fields as read) for config/timercheck."""
+    from mqtool.forensics import storeinfo
+
+    cp = timerstore.read_checkpoint(path)
+    if cp is None:
+        raise NotAStoreError("no timer checkpoint here", path=path)
+    line = {"type": "timercheck", "file": dump.display(path), **cp,
+            "lastReadTimeIso": storeinfo.iso(cp["lastReadTimeMs"]),
+            "dataVersionTimestampIso": storeinfo.iso(cp["dataVersionTimestamp"])}
+    if cp["fileSize"] != 4096:
+        dump.tally.problems += 1
+        dump.tally.note_problem(dump.display(path), None, "bad-file-size")
+        line["problem"] = f"timercheck is {cp['fileSize']} bytes, expected 4096"
+    yield "timercheck", line, cp

@@ -75,6 +75,13 @@ def file_size(hash_slot_num: int, index_num: int) -> int:
     return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
 
 
+def geometry_for_size(size: int) -> tuple[int, int] | None:
+    """(maxHashSlotNum, maxIndexNum) of an index file of this size at the broker's ratio,
+    maxIndexNum = 4 x maxHashSlotNum (None: no such geometry gives this size)."""
+    slots, rest = divmod(size - HEADER_SIZE, SLOT_SIZE + 4 * ENTRY_SIZE)
+    return None if rest or slots <= 0 else (slots, 4 * slots)
+
+
 def slot_position(slot: int) -> int:
     return HEADER_SIZE + slot * SLOT_SIZE
 

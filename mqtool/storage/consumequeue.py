@@ -31,16 +31,27 @@ class Unit:
 
 class ConsumeQueue:
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, *,
-                 writable: bool = False, strict: bool = False, on_create=None):
+                 writable: bool = False, strict: bool = False, on_create=None, files=None):
         self.topic = topic
         self.queue_id = queue_id
         self.directory = directory if isinstance(directory, Path) else Path(directory)
         self.file_size = file_size
-        paths = [self.directory / name for name in sorted(store_file_names(self.directory))]
-        self.files = MappedFileQueue(paths, file_size, writable=writable, strict=strict,
-                                     directories=[self.directory], on_create=on_create, read_small=True)
+        if files is None:
+            paths = [self.directory / name for name in sorted(store_file_names(self.directory))]
+            files = MappedFileQueue(paths, file_size, writable=writable, strict=strict,
+                                    directories=[self.directory], on_create=on_create, read_small=True)
+        self.files = files
         self.max_physic_offset = -1   # end of the last dispatched record (offset + size)
         self.min_logic_offset = 0
+
+    @classmethod
+    def of_file(cls, path: Path) -> "ConsumeQueue":
+        """One file of a queue on its own, read-only (`dump FILE`): the topic and queue id are its
+        folders' names (queue id -1 when the folder is not a number)."""
+        size = path.stat().st_size
+        queue_id = int(path.parent.name) if path.parent.name.isdigit() else -1
+        return cls(path.parent.parent.name, queue_id, path.parent, size,
+                   files=MappedFileQueue([path], size, strict=False))
 
     # ---------------------------------------------------------------- writing
     def put(self, commitlog_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:

@@ -176,12 +176,12 @@ class StoreLayout:
                 return (config.maxHashSlotNum, entries) if entries > 0 and not odd else default
             slots, odd = divmod(rest - config.maxIndexNum * index_format.ENTRY_SIZE, index_format.SLOT_SIZE)
             return (slots, config.maxIndexNum) if slots > 0 and not odd else default
-        slots, rest = divmod(size - index_format.HEADER_SIZE, index_format.SLOT_SIZE + 4 * index_format.ENTRY_SIZE)
-        if rest or slots <= 0:
+        geometry = index_format.geometry_for_size(size)
+        if geometry is None:
             raise NotAStoreError(
                 f"index files of {size} bytes do not fit maxIndexNum = 4 x maxHashSlotNum; "
                 "give the broker's settings with --config", path=files[0].path)
-        return slots, 4 * slots
+        return geometry
 
     def dledger_index_files(self) -> list[FileInfo]:
         """DLedger mode: the entry index files (dledger-<selfId>/index/)."""
