@@ -16,10 +16,11 @@ from __future__ import annotations
 import importlib
 import operator
 import os
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mqtool.engine.behind import Behind  # noqa: F401  (the second thread's helper, in its layer)
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.forensics.filters import Filters
 from mqtool.forensics.messageview import message_fields
@@ -337,31 +338,6 @@ def row_blocks(part: CommitLogPart, filters: Filters | None = None, *, with_body
             pending.append(problem_row(part, entry, with_body))
     if pending:
         yield pending
-
-
-class Behind:
-    """Work handed to a second thread, a piece at a time and in order, while this thread goes on
-    with the next block (compiled kernels and pyarrow's writers release the GIL).  run() waits
-    for the piece before (raising its error), so one is in flight at most; wait() for the last."""
-
-    def __init__(self):
-        self.pool = ThreadPoolExecutor(1)
-        self.job = None
-
-    def run(self, work, *args) -> None:
-        self.wait()
-        self.job = self.pool.submit(work, *args)
-
-    def wait(self) -> None:
-        if self.job is not None:
-            job, self.job = self.job, None
-            job.result()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.pool.shutdown(cancel_futures=True)
 
 
 def batches(row_iter, size: int = BATCH_ROWS):
