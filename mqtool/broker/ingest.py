@@ -88,10 +88,11 @@ def ingest(source, batcher: SpecBatcher, batch: int, open_store, sink: Sink, dry
 
 class Tally:
     """What the puts came to: counts per status, the first and last input lines and commitlog
-    offsets of the stored messages, and the first `listed` failures."""
+    offsets of the stored messages, the first `first` puts and the first `listed` failures."""
 
-    def __init__(self, listed: int = 100):
-        self.listed = listed
+    def __init__(self, listed: int = 100, first: int = 0):
+        self.listed, self.first = listed, first
+        self.first_puts: list = []    # (line number, PutResult) of the first puts
         self.count = 0
         self.statuses: Counter = Counter()
         self.failures: list = []      # (line number, PutResult) of the first failed puts
@@ -106,6 +107,8 @@ class Tally:
         if self.first_line is None:
             self.first_line = int(numbers[0])
         self.last_line = int(numbers[-1])
+        if self.count < self.first:
+            self.first_puts.extend(zip(numbers[:self.first - self.count], results[:self.first - self.count]))
         self.count += len(results)
         if isinstance(results, BatchResults):
             self.statuses[PUT_OK] += len(results)
@@ -123,6 +126,16 @@ class Tally:
                 self.failed += 1
                 if len(self.failures) < self.listed:
                     self.failures.append((number, result))
+
+
+def span(stored: list) -> tuple[int, int, int, int]:
+    """A stored batch ([(numbers, results)]) in brief: its first and last line numbers, its puts,
+    and how many of them failed."""
+    puts = sum(len(results) for _, results in stored)
+    if not puts:
+        return 0, 0, 0, 0
+    failed = sum(0 if isinstance(results, BatchResults) else sum(not r.ok for r in results) for _, results in stored)
+    return int(stored[0][0][0]), int(stored[-1][0][-1]), puts, failed
 
 
 def open_input(path):

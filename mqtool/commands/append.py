@@ -16,11 +16,9 @@ import numpy as np
 from mqtool.broker import ingest
 from mqtool.broker.spec import spec_from_options
 from mqtool.broker.specbatch import SpecBatcher
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.engine.batchappend import BatchResults
-from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound, UsageError
-from mqtool.storage.settings import store_config_for_write
 
 SCREENFUL = 20      # more puts than this are summed up, not listed one by one
 LISTED_FAILURES = 100
@@ -51,15 +49,14 @@ LISTED_FAILURES = 100
 @click.option("--allow-system-topics", is_flag=True,
               help="Allow topics and properties a broker refuses from producers (SCHEDULE_TOPIC_XXXX, ..., "
                    "%LMQ% topics, INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET), stored as given.")
-def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, keys, props, body, body_file,
+@requires.run
+def cli(run, store, config_path, settings, as_json, progress, topic, queue_id, tags, keys, props, body, body_file,
         born_host, delay_level, flag, input_path, flush_type, batch, dry_run, allow_system_topics):
     """Put messages into STORE, as a broker would store them."""
     settings = list(settings)
     if flush_type:
         settings.append(f"flushDiskType={'SYNC_FLUSH' if flush_type == 'sync' else 'ASYNC_FLUSH'}")
-    config = store_config_for_write(store, config_path, settings)
-    for warning in config.effective_warnings():
-        output.note(f"warning: {warning}")
+    config = run.write_config(store, config_path, settings)
     if topic is not None and input_path is not None:
         raise UsageError("give --topic (one message) or --input (JSON lines), not both")
     if topic is None and input_path is None:
@@ -76,7 +73,7 @@ def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, 
         if dry_run:
             report.checked(1)
             return
-        with _open_store(config) as engine:
+        with run.open_store(config) as engine:
             report.puts([1], [engine.put(single)])
         report.finish()
         return
@@ -84,7 +81,7 @@ def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, 
     try:
         with output.progress(ingest.input_size(input_path), "appending", enabled=progress and not dry_run) as bar:
             report.bar = bar
-            lines = ingest.ingest(source, batcher, batch, lambda: _open_store(config), report, dry_run)
+            lines = ingest.ingest(source, batcher, batch, lambda: run.open_store(config), report, dry_run)
     except UsageError:
         report.finish(stopped=True)
         raise
@@ -94,46 +91,26 @@ def cli(store, config_path, settings, as_json, progress, topic, queue_id, tags, 
         report.finish()
 
 
-def _open_store(config) -> MessageStore:
-    engine = MessageStore(config).open()
-    plan = engine.recovery_plan
-    if plan is not None and plan.changes_anything and (plan.data_end > plan.cut or plan.queue_cuts):
-        output.note(f"recovered the store first ({plan.mode}): cut at commitlog offset {plan.cut}; "
-                    f"cut bytes kept in {engine.quarantine.dir or 'the quarantine'}")
-    for note in engine.notes:
-        output.note(note)
-    return engine
-
-
 class _Report(ingest.Tally):
     """Each put as a JSON line (--json); else a table of a screenful of puts, or for more a
     summary (counts per status, first and last commitlog offsets, the failures)."""
 
     def __init__(self, as_json: bool):
-        super().__init__(LISTED_FAILURES)
+        super().__init__(LISTED_FAILURES, SCREENFUL + 1)   # the first puts, while they fit a screen
         self.as_json = as_json
-        self.rows: list = []          # the first puts, while they fit a screen
         self.bar = None
 
     def stored(self, stored: list, bytes_read: int, streaming: bool) -> None:
         """A batch is stored: from a pipe or terminal, without --json, one line per stored batch
         as it is acknowledged (the table or summary still comes at the end); --json lines are
         written as they come.  A program reading them must not wait on a buffer."""
-        if streaming and not self.as_json and stored:
-            self._acknowledged(stored)
+        first, last, puts, failed = ingest.span(stored)
+        if streaming and not self.as_json and puts:
+            lines = f"line {first}" if first == last else f"lines {first}-{last}"
+            output.stdout().print(f"stored input {lines}: {puts - failed:,} PUT_OK"
+                                  + (f", {failed:,} not stored" if failed else ""), highlight=False, markup=False)
         sys.stdout.flush()
         self.bar.update(bytes_read)
-
-    def _acknowledged(self, stored: list) -> None:
-        puts = sum(len(results) for _, results in stored)
-        failed = sum(0 if isinstance(results, BatchResults) else sum(not r.ok for r in results)
-                      for _, results in stored)
-        if not puts:
-            return
-        first, last = int(stored[0][0][0]), int(stored[-1][0][-1])
-        lines = f"line {first}" if first == last else f"lines {first}-{last}"
-        output.stdout().print(f"stored input {lines}: {puts - failed:,} PUT_OK"
-                              + (f", {failed:,} not stored" if failed else ""), highlight=False, markup=False)
 
     def checked(self, lines: int) -> None:
         if self.as_json:
@@ -146,7 +123,6 @@ class _Report(ingest.Tally):
         batch = isinstance(results, BatchResults)   # every put PUT_OK
         if not batch and isinstance(numbers, np.ndarray):
             numbers = numbers.tolist()
-        shown = self.count
         self.add(numbers, results)
         if self.as_json:
             if batch:
@@ -154,15 +130,13 @@ class _Report(ingest.Tally):
             else:
                 for number, result in zip(numbers, results):
                     output.emit_json({"type": "put", "line": number, **result.to_json()})
-        elif shown <= SCREENFUL:
-            self.rows.extend(zip(numbers[:SCREENFUL + 1], results[:SCREENFUL + 1]))
 
     def finish(self, stopped: bool = False) -> None:
         """The table or summary; exit 1 when a put failed.  stopped: a bad line ended the
         input early, and the user must learn what was stored before it."""
         if not self.as_json:
             if self.count <= SCREENFUL:
-                _table(self.rows)
+                _table(self.first_puts)
             else:
                 self._summary()
         if stopped:
