@@ -104,8 +104,8 @@ class _Report(ingest.Tally):
         """A batch is stored: from a pipe or terminal, without --json, one line per stored batch
         as it is acknowledged (the table or summary still comes at the end); --json lines are
         written as they come.  A program reading them must not wait on a buffer."""
-        first, last, puts, failed = ingest.span(stored)
-        if streaming and not self.as_json and puts:
+        first, last, puts, failed = ingest.span(stored) if streaming and not self.as_json else (0, 0, 0, 0)
+        if puts:
             lines = f"line {first}" if first == last else f"lines {first}-{last}"
             output.stdout().print(f"stored input {lines}: {puts - failed:,} PUT_OK"
                                   + (f", {failed:,} not stored" if failed else ""), highlight=False, markup=False)
