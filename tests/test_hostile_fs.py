@@ -154,9 +154,9 @@ def test_append_inputs_are_bounded(store_copy, run_cli, tmp_path, monkeypatch):
     for args in (["--input", "/dev/zero"], ["--topic", "T", "--body-file", "/dev/zero"]):
         result = run_cli("append", store, *args)
         assert result.code == 2 and "character device" in result.err
-    from mqtool.commands import append
+    from mqtool.broker import ingest
 
-    monkeypatch.setattr(append, "MAX_LINE", 1000)
+    monkeypatch.setattr(ingest, "MAX_LINE", 1000)
     long_line = tmp_path / "long.jsonl"
     long_line.write_text('{"topic": "T", "body": "' + "x" * 2000 + '"}\n')
     result = run_cli("append", store, "--input", long_line)

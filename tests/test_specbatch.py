@@ -13,7 +13,7 @@ import pytest
 
 from mqtool.broker.spec import to_message
 from mqtool.broker.specbatch import SpecBatcher, parse_line
-from mqtool.commands import append as append_command
+from mqtool.engine.batchappend import BatchResults
 from mqtool.engine.clock import ManualClock
 from mqtool.engine.store import MessageStore
 from mqtool.storage.config import StoreConfig
@@ -156,8 +156,8 @@ def test_json_lines_of_a_compiled_batch_are_the_put_results(tmp_path):
     config = StoreConfig(storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=1 << 20, storeFormat="5")
     with MessageStore(config, clock=ManualClock(1795305900000)) as store:
         results = store.put_batch(batch)
-        assert isinstance(results, append_command.BatchResults)   # the compiled path took it
-        lines = bytes(append_command._json_lines(numbers, results)).decode().splitlines()
+        assert isinstance(results, BatchResults)   # the compiled path took it
+        lines = bytes(results.json_lines(numbers)).decode().splitlines()
         assert len(lines) == len(results) == 300
         for number, line, i in zip(numbers, lines, range(len(results))):
             assert line == json.dumps({"type": "put", "line": number, **results[i].to_json()}, ensure_ascii=False,

@@ -170,10 +170,10 @@ def files(root) -> dict:
 def test_lines_across_reads_and_a_line_too_long(tmp_path, run_cli, monkeypatch):
     """Lines longer than a read (carried over from read to read) are read whole; a line longer
     than MAX_LINE is refused with its number, after the batches before it were stored."""
-    from mqtool.commands import append
+    from mqtool.broker import ingest
 
-    monkeypatch.setattr(append, "CHUNK", 64)
-    monkeypatch.setattr(append, "MAX_LINE", 1000)
+    monkeypatch.setattr(ingest, "CHUNK", 64)
+    monkeypatch.setattr(ingest, "MAX_LINE", 1000)
     good = [json.dumps({"topic": "T", "body": "x" * size}) for size in (10, 500, 900, 3)]
     spec_file = tmp_path / "in.jsonl"
     spec_file.write_text("\n".join(good) + "\n")

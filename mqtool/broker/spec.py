@@ -186,3 +186,31 @@ def signed_flag(value: int) -> int:
 
 def usage(err: SpecError) -> UsageError:
     return UsageError(str(err))
+
+
+def spec_from_options(topic, queue_id, tags, keys, props, body: str | None, body_bytes: bytes | None,
+                      born_host, delay_level, flag) -> dict:
+    """The spec of one message given by `append`'s options (--property NAME=VALUE pairs)."""
+    spec = {"topic": topic, "queueId": queue_id}
+    if tags:
+        spec["tags"] = tags
+    if keys:
+        spec["keys"] = list(keys)
+    if props:
+        spec["properties"] = {}
+        for item in props:
+            name, sep, value = item.partition("=")
+            if not sep or not name:
+                raise UsageError(f"--property {item!r}: expected NAME=VALUE")
+            spec["properties"][name] = value
+    if body_bytes is not None:
+        spec["bodyBase64"] = base64.b64encode(body_bytes).decode()
+    else:
+        spec["body"] = body or ""
+    if born_host is not None:
+        spec["bornHost"] = born_host
+    if delay_level:
+        spec["delayLevel"] = delay_level
+    if flag:
+        spec["flag"] = flag
+    return spec

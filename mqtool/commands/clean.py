@@ -10,56 +10,23 @@ units it leaves dangling (mqtool/engine/reclaim/reclaimer.py).
 
 from __future__ import annotations
 
-import re
 import sys
 
 import click
 import humanize
 
-from mqtool.cli import metrics, options, output
+from mqtool.cli import metrics, options, output, requires
 from mqtool.engine import reclaim
 from mqtool.engine.clock import SystemClock
 from mqtool.engine.diskusage import DiskUsage
-from mqtool.engine.store import MessageStore
-from mqtool.errors import ProblemsFound, RefusedError, UsageError
+from mqtool.engine.reclaim.policy import parse_duration, parse_size, retention_ms
+from mqtool.engine.store import reclaim_dry_run
+from mqtool.errors import ProblemsFound, UsageError
 from mqtool.storage import census
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import store_config_for_write
 
 SHOWN_LINES = 20   # queue and consumer-group lines in text output before "... and N more"
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
-_DURATION_MS = {"ms": 1, "s": 1000, "": 1000, "m": 60000, "min": 60000, "h": 3600000, "d": 86400000}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_duration(text: str, what: str) -> int:
-    """Milliseconds from `60`, `60s`, `500ms`, `5m`, `1h`, `1d` (a bare number is seconds)."""
-    match = _DURATION.match(text or "")
-    if not match:
-        raise UsageError(f"{what} {text!r}: expected a duration such as 60s, 500ms, 5m or 1h")
-    return int(float(match.group(1)) * _DURATION_MS[match.group(2) or ""])
-
-
-def parse_size(text: str, what: str) -> int:
-    """Bytes from `1073741824`, `10G`, `10GiB`, `512M` (K, M, G, T, P are powers of 1024)."""
-    match = _SIZE.match(text or "")
-    if not match:
-        raise UsageError(f"{what} {text!r}: expected bytes, or a size such as 512M or 10G")
-    power = "kmgtp".find(match.group(2).lower()) + 1 if match.group(2) else 0
-    return int(float(match.group(1)) * 1024 ** power)
-
-
-def retention_ms(ms, minutes, hours) -> int | None:
-    """Kafka's log.retention.ms / .minutes / .hours: the most precise one given wins; -1 is no limit."""
-    for value, unit, name in ((ms, 1, "--retention-ms"), (minutes, 60000, "--retention-minutes"),
-                              (hours, 3600000, "--retention-hours")):
-        if value is not None:
-            if value < -1:
-                raise UsageError(f"{name} {value}: expected 0 or more, or -1 for no time limit")
-            return -1 if value == -1 else value * unit
-    return None
-
 
 @click.command("clean")
 @options.store_argument
@@ -88,8 +55,9 @@ def retention_ms(ms, minutes, hours) -> int | None:
               help="At most N commitlog files a run (default deleteFileBatchMax, 10), also with --force.")
 @click.option("--undo", is_flag=True, help="Put the files staged in STORE/trash/ back, newest first.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the decisions even when there is nothing to do.")
-def cli(store, config_path, settings, as_json, prometheus, ignore_window, force, dry_run, retention_ms_, retention_minutes,
-        retention_hours, retention_bytes, delete_delay, max_files, undo, verbose):
+@requires.run
+def cli(run, store, config_path, settings, as_json, prometheus, ignore_window, force, dry_run, retention_ms_,
+        retention_minutes, retention_hours, retention_bytes, delete_delay, max_files, undo, verbose):
     """Delete expired commitlog files and what points at them, by RocketMQ's rules.
 
     By default only inside the deleteWhen hours and only expired files (fileReservedTime
@@ -113,33 +81,14 @@ def cli(store, config_path, settings, as_json, prometheus, ignore_window, force,
     layout = discover(config, config_given=True, must_exist=True)
     census.take(layout).refuse_unsafe("clean")   # dry runs too: they show what the real run does
     reclaim.parse_delete_when(config.deleteWhen)   # a bad deleteWhen is a usage error before anything happens
-    for warning in config.effective_warnings() + reclaim.Levels.from_config(config).notes:
-        _note(f"note: {warning}")
+    run.note_settings(config, reclaim.Levels.from_config(config).notes, prefix="note")
     clock, disk = SystemClock(), DiskUsage()
     if dry_run:
-        held = layout.in_use()
-        if held is not None:
-            raise RefusedError(f"the store is in use: {held['holder']} holds its lock file", path=layout.lock_path)
-        leave_out = ()
-        if layout.abort_path.exists():   # a crashed store: the real run recovers first, so plan on what stays
-            plan = MessageStore(config, writer="clean", clock=clock, disk_usage=disk, start_services=False).open(
-                dry_run=True).recovery_plan
-            leave_out = set(plan.removed_files) | set(plan.empty_files)
-        with reclaim.readonly_view(layout, config, clock=clock, disk_usage=disk, leave_out=leave_out) as view:
-            worker = reclaim.Reclaimer(view)
-            report = worker.undo(dry_run=True) if undo else worker.run(policy)
+        report = reclaim_dry_run(config, layout, policy, undo=undo, clock=clock, disk_usage=disk)
         if layout.abort_path.exists():
             _note("note: the store was not shut down cleanly; a real run recovers it first")
     else:
-        with MessageStore(config, writer="clean", clock=clock, disk_usage=disk, start_services=False) as engine:
-            plan = engine.recovery_plan
-            if plan is not None and (plan.mode == "abnormal" or plan.data_end > plan.cut or plan.queue_cuts):
-                cut = ""
-                if plan.data_end > plan.cut or plan.queue_cuts:
-                    cut = (f": cut at commitlog offset {plan.cut}, cut bytes kept in "
-                           f"{engine.quarantine.dir or 'the quarantine'}")
-                why = "; it was not shut down cleanly" if plan.mode == "abnormal" else ""
-                _note(f"note: recovered the store first ({plan.mode} recovery{why}){cut}")
+        with run.open_store(config, writer="clean", clock=clock, disk_usage=disk, start_services=False) as engine:
             report = engine.undo_reclaim() if undo else engine.reclaim(policy)
     render(report, as_json=as_json, verbose=verbose or dry_run)
     if prometheus:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import replicadiff
 from mqtool.storage.settings import open_layout
@@ -19,14 +19,15 @@ from mqtool.storage.settings import open_layout
 @click.argument("store_b", metavar="B", type=click.Path(path_type=str), callback=options._not_empty)
 @options.config_option
 @options.json_option
-def cli(store_a, store_b, config_path, settings, as_json):
+@requires.run
+def cli(run, store_a, store_b, config_path, settings, as_json):
     """Compare two replicas: the first offset where their commitlogs diverge (with the DLedger
     entry index and term there), and the messages only one of them holds (topic, queue, msgId,
     keys).  Both stores are read, never changed; --config/--set apply to both.
     """
     layout_a = open_layout(store_a, config_path, settings)
     layout_b = open_layout(store_b, config_path, settings)
-    output.in_use([layout_a, layout_b], as_json)
+    run.reading([layout_a, layout_b])
     table = None if as_json else output.TableStream("messages only one replica holds", [
         ("side", {}), ("offset", {"justify": "right"}), ("topic", {}), ("queue", {"justify": "right"}),
         ("queue offset", {"justify": "right"}), ("msgId", {}), ("keys", {})])

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import functools
 import shutil
-import time
 from pathlib import Path
 
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.commands import engineopts
 from mqtool.errors import RefusedError, UsageError
 from mqtool.forensics.filters import Filters
@@ -34,7 +33,8 @@ from mqtool.pipeline import exporter
 @engineopts.filter_options
 @engineopts.engine_options
 @options.json_option
-def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, since, until, engine, jobs,
+@requires.run
+def cli(run, stores, config_path, settings, out, fmt, with_body, overwrite, topics, since, until, engine, jobs,
         master, spark_conf, as_json):
     """Export commitlog records as Parquet or JSON lines, partitioned by topic.
 
@@ -42,7 +42,7 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
     all of them go into one output, each with its broker name.
     """
     found = pipeline.find_stores(stores, config_path, settings)
-    output.in_use([s.layout() for s in found], as_json)
+    run.reading([s.layout() for s in found])
     filters = Filters.from_options(topics, since=since, until=until)
     target = Path(out).absolute()
     _check_target(target, found, overwrite)
@@ -52,10 +52,8 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
         except ImportError:
             raise UsageError("--format parquet needs pyarrow: pip install 'mqtool[spark]' "
                              "(or use --format jsonl)") from None
-    loading = time.perf_counter()
-    if engine == "local":
-        exporter.warm_up(fmt, with_body)   # loading the compiled kernels is start-up, timed on its own
-    started = time.perf_counter()
+    # loading the compiled kernels is start-up, timed on its own (Spark's workers load their own)
+    run.warm_up(*([lambda: exporter.warm_up(fmt, with_body)] if engine == "local" else []))
     runner = engineopts.open_engine(engine, jobs, master, spark_conf)
     try:
         if engine == "spark":
@@ -76,12 +74,11 @@ def cli(stores, config_path, settings, out, fmt, with_body, overwrite, topics, s
             (target / "_SUCCESS").touch()
     finally:
         runner.close()
-    seconds = time.perf_counter() - started
     damaged = counts.pop(None)
     rows = sum(counts.values())
     summary = {"type": "export", "out": str(target), "format": fmt, "engine": engine, "rows": rows,
                "damagedRows": damaged, "topics": dict(sorted(counts.items(), key=lambda kv: str(kv[0]))),
-               "seconds": round(seconds, 3), "loadSeconds": round(started - loading, 3)}
+               **run.timings()}
     if as_json:
         output.emit_json(summary)
         return

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.commands import _show
 from mqtool.commands._show import plural
 from mqtool.errors import UsageError
@@ -32,10 +32,11 @@ from mqtool.storage.settings import open_layout
 @options.config_option
 @options.json_option
 @_show.body_options
-def cli(store, topic, queue_id, queue_offset, count, config_path, settings, as_json, body_format, no_body):
+@requires.run
+def cli(run, store, topic, queue_id, queue_offset, count, config_path, settings, as_json, body_format, no_body):
     """Messages at queue offsets N, N+1, ... of queue --queue of topic --topic."""
     layout = open_layout(store, config_path, settings)
-    output.in_use([layout], as_json)
+    run.reading([layout])
     with StoreReader(layout) as reader:
         result = reader.get(topic, queue_id, queue_offset, count)
         name = f"{topic}/{queue_id}"

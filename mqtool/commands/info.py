@@ -13,7 +13,7 @@ import humanize
 from rich.markup import escape
 
 from mqtool.commands._timerdump import pending_text
-from mqtool.cli import metrics, options, output
+from mqtool.cli import metrics, options, output, requires
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo
 from mqtool.storage.settings import open_layout
@@ -37,7 +37,8 @@ def _ago(millis) -> str:
 @options.config_option
 @options.json_option
 @options.prometheus_option
-def cli(store, config_path, settings, as_json, prometheus):
+@requires.run
+def cli(run, store, config_path, settings, as_json, prometheus):
     """Files and sizes per kind, offsets, queues, checkpoint times, shutdown state and lock."""
     layout = open_layout(store, config_path, settings)
     info = storeinfo.gather(layout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 import humanize
 
-from mqtool.cli import metrics, options, output
+from mqtool.cli import metrics, options, output, requires
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import lag, storeinfo
 from mqtool.storage.settings import open_layout
@@ -22,7 +22,8 @@ from mqtool.storage.settings import open_layout
 @options.prometheus_option
 @click.option("--group", "groups", multiple=True, metavar="GROUP", help="Only this consumer group (repeatable).")
 @click.option("--topic", "topics", multiple=True, metavar="TOPIC", help="Only this topic (repeatable).")
-def cli(store, config_path, settings, as_json, prometheus, groups, topics):
+@requires.run
+def cli(run, store, config_path, settings, as_json, prometheus, groups, topics):
     """Per consumer group, topic and queue: committed offset, the queue's min and max, the lag in
     messages and bytes, and the store time of the oldest message not consumed yet.
 
@@ -31,7 +32,7 @@ def cli(store, config_path, settings, as_json, prometheus, groups, topics):
     delayOffset.json.  Exit 1 when an offset is out of range, or the offsets cannot be read as they are.
     """
     layout = open_layout(store, config_path, settings)
-    output.in_use([layout], as_json)
+    run.reading([layout])
     report = lag.compute(layout, groups=groups, topics=topics)
     if as_json:
         for line in report.queues + report.delays:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.commands import _show
 from mqtool.commands._show import plural
 from mqtool.errors import UsageError
@@ -34,7 +34,8 @@ from mqtool.storage.settings import open_layout
 @options.json_option
 @_show.body_options
 @options.progress_option
-def cli(store, msgid, uniq, topic, config_path, settings, as_json, body_format, no_body, progress):
+@requires.run
+def cli(run, store, msgid, uniq, topic, config_path, settings, as_json, body_format, no_body, progress):
     """The message with offset message id MSGID (32 hex digits, 56 for an IPv6 store host).
 
     When no record of this store starts at the id's offset, or with --uniq, MSGID is taken
@@ -46,7 +47,7 @@ def cli(store, msgid, uniq, topic, config_path, settings, as_json, body_format, 
         raise UsageError(str(exc)) from None
     msgid = msgid.strip().upper()
     layout = open_layout(store, config_path, settings)
-    output.in_use([layout], as_json)
+    run.reading([layout])
     show = _show.MessageOutput(msgid, as_json, body_format, no_body, detail=True)
     notes: list[str] = []
     with StoreReader(layout) as reader:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.commands import _show
 from mqtool.commands._show import plural
 from mqtool.errors import ProblemsFound, UsageError
@@ -52,7 +52,8 @@ def time_options(func):
 @options.json_option
 @_show.body_options
 @options.progress_option
-def cli(store, key, topic, begin, end, max_num, scan, config_path, settings, as_json, body_format, no_body,
+@requires.run
+def cli(run, store, key, topic, begin, end, max_num, scan, config_path, settings, as_json, body_format, no_body,
         progress):
     """Messages whose KEYS or UNIQ_KEY hold KEY, in topic --topic.
 
@@ -64,7 +65,7 @@ def cli(store, key, topic, begin, end, max_num, scan, config_path, settings, as_
     """
     first, last = time_window(begin, end)
     layout = open_layout(store, config_path, settings)
-    output.in_use([layout], as_json)
+    run.reading([layout])
     with StoreReader(layout) as reader:
         if scan:
             total = sum(mf.file_size for mf in reader.commitlog.files)

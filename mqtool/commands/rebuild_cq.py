@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.commands import engineopts
-from mqtool.engine.store import lock_store
 from mqtool.pipeline import engines as pipeline
-from mqtool.storage import census
 from mqtool.storage.layout import discover
-from mqtool.storage.settings import store_config_for_write
 
 
 @click.command("rebuild-cq")
@@ -27,7 +22,8 @@ from mqtool.storage.settings import store_config_for_write
               help="Keep the replaced files here instead of STORE/quarantine/.")
 @engineopts.spark_options
 @options.progress_option
-def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_quarantine, quarantine_dir,
+@requires.run
+def cli(run, store, config_path, settings, as_json, topics, with_index, dry_run, no_quarantine, quarantine_dir,
         engine, master, spark_conf, progress):
     """Rebuild consume queues from the commitlog, byte for byte as a broker writes them.
 
@@ -42,31 +38,27 @@ def cli(store, config_path, settings, as_json, topics, with_index, dry_run, no_q
 
     if with_index and topics:
         raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
-    config = store_config_for_write(store, config_path, settings)
+    config = run.write_config(store, config_path, settings)
     layout = discover(config, config_given=True)
     if engine == "local" and (master or spark_conf):
         raise click.UsageError("--master and --spark-conf need --engine spark")
-    census.take(layout).refuse_unsafe("rebuild-cq")   # before the lock: a refused run changes nothing
     sizes = _sizes_used(config, with_index)
     for what, size, origin in sizes:
         if origin == "RocketMQ's default":
             output.note(f"warning: {what} of {size} bytes, RocketMQ's default: the store has none to read the "
                         "size off and no --config/--set gave it; a broker configured otherwise refuses them")
-    fd = lock_store(layout, write=not dry_run)
-    runner = None
-    try:
-        if engine == "spark" and not dry_run:
-            runner = pipeline.open_engine("spark", master=master, conf=spark_conf)
-        total = sum(f.size for f in layout.commitlog_files())
-        with output.progress(total, "rebuild-cq", enabled=progress) as bar:
-            report = rebuild.rebuild(layout, topics_wanted=topics or None, with_index=with_index, dry_run=dry_run,
-                                     keep_old=not no_quarantine, quarantine_dir=quarantine_dir,
-                                     on_progress=bar.advance, engine=runner)
-    finally:
-        if runner is not None:
-            runner.close()
-        if fd >= 0:
-            os.close(fd)
+    with run.claim(layout, "rebuild-cq", write=not dry_run):   # the census, then the lock
+        runner = pipeline.open_engine("spark", master=master, conf=spark_conf) if engine == "spark" and not dry_run \
+            else None
+        try:
+            total = sum(f.size for f in layout.commitlog_files())
+            with output.progress(total, "rebuild-cq", enabled=progress) as bar:
+                report = rebuild.rebuild(layout, topics_wanted=topics or None, with_index=with_index,
+                                         dry_run=dry_run, keep_old=not no_quarantine, quarantine_dir=quarantine_dir,
+                                         on_progress=bar.advance, engine=runner)
+        finally:
+            if runner is not None:
+                runner.close()
     if as_json:
         output.emit_json({**report.to_json(), "dryRun": dry_run,
                           "fileSizes": [{"files": what, "size": size, "from": origin} for what, size, origin in sizes]})

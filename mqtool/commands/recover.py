@@ -10,16 +10,13 @@ first, and a clean close leaves a store a broker opens without recovering.  Pend
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from pathlib import Path
-
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.commands._timerdump import pending_text
 from mqtool.engine.store import MessageStore
-from mqtool.errors import DataError, ProblemsFound
-from mqtool.storage import batchqueue, census
+from mqtool.errors import ProblemsFound
+from mqtool.forensics import remedies
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import open_layout, store_config_for_write
 
@@ -34,7 +31,8 @@ from mqtool.storage.settings import open_layout, store_config_for_write
 @click.option("--no-quarantine", is_flag=True, help="Do not keep the cut bytes and removed files.")
 @click.option("--quarantine-dir", type=click.Path(file_okay=False, path_type=str),
               help="Keep cut bytes here instead of STORE/quarantine/ (another disk, when this one is full).")
-def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, quarantine_dir):
+@requires.run
+def cli(run, store, config_path, settings, as_json, mode, dry_run, no_quarantine, quarantine_dir):
     """Recover a store as a broker's start would: cut what is not valid, rebuild what is missing.
 
     Normal recovery (no abort file) checks the last three commitlog files; abnormal recovery
@@ -48,78 +46,24 @@ def cli(store, config_path, settings, as_json, mode, dry_run, no_quarantine, qua
     engine = MessageStore(config, writer="recover", quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
                           start_services=False)
     if dry_run:
-        output.in_use([layout], as_json, say=False)   # the dry run is refused (exit 3), naming the holder
-        with _cannot_load(layout, store):
+        run.reading([layout], say=False)   # the dry run is refused (exit 3), naming the holder
+        with remedies.cannot_load(layout, store):
             engine.open(recovery_mode=mode, dry_run=True)
         plan = engine.recovery_plan
         _show(plan, as_json, applied=False, quarantine=None, notes=engine.notes)
         if plan.changes_anything:
             raise ProblemsFound("the store needs recovery (see the plan above); run without --dry-run")
         return
-    with _cannot_load(layout, store):
+    with remedies.cannot_load(layout, store):
         engine.open(recovery_mode=mode)
     plan = engine.recovery_plan
     quarantine = engine.quarantine.dir
     engine.close()
-    left = _left_after(store, config_path, settings)
+    left = remedies.left_after_recovery(open_layout(store, config_path, settings))   # as verify-crc reads it
     _show(plan, as_json, applied=True, quarantine=quarantine, notes=engine.notes, left=left)
     if left:
         raise ProblemsFound(f"recovery left {len(left)} problem(s) it does not mend (see above); "
-                            f"next: {'; then '.join(_next_steps(left, store, layout))}")
-
-
-@contextmanager
-def _cannot_load(layout, store):
-    """A file a broker refuses to load (a consume queue file of the wrong size, say) stops the
-    recovery before it changes anything, as it stops a broker's start: say what mends it."""
-    try:
-        yield
-    except DataError as exc:
-        if exc.path is None:
-            raise
-        path = Path(exc.path)
-        queues = (layout.consumequeue_dir, layout.consumequeue_ext_dir, batchqueue.directory(layout))
-        scope = ("cq" if any(path.is_relative_to(d) for d in queues)
-                 else "index" if path.is_relative_to(layout.index_dir) else "commitlog")
-        raise DataError(f"{exc.message}; recovery cannot load it and changed nothing; next: "
-                        f"{'; then '.join(_next_steps([scope], store, layout))}", path=exc.path) from None
-
-
-def _left_after(store, config_path, settings) -> list:
-    """What verify-crc still finds once recovery is done.  A broker's recovery only cuts the
-    commitlog's tail and the queues past it: damage before the cut, and queue or index entries
-    that are wrong but not past the end, stay.  recover's promise is a store that verifies
-    clean, or exit 1 naming what is left and what to run next."""
-    from mqtool.forensics import verify  # (loads the compiled kernels: only when recovery ran)
-
-    found = []
-    layout = open_layout(store, config_path, settings)    # as verify-crc reads the store
-    verify.verify(layout, scopes=verify.all_scopes(layout), on_finding=found.append)
-    return found
-
-
-def _next_steps(left, store, layout) -> list[str]:
-    """What mends what is left: findings, or the names of their scopes.  salvage is named as it
-    runs on this store: with --drop-features, and what it leaves behind, when the store uses
-    features a salvaged store does not hold (batch queues, say)."""
-    scopes = {getattr(finding, "scope", finding) for finding in left}
-    steps = []
-    if "commitlog" in scopes:
-        dropped = census.take(layout).not_kept("salvage")
-        if dropped:
-            steps.append(f"`mqtool salvage --drop-features {store} NEW_STORE` (copies every valid record into a "
-                         f"new store, without {', '.join(dropped)})")
-        else:
-            steps.append(f"`mqtool salvage {store} NEW_STORE` (copies every valid record into a new store)")
-    if scopes & {"cq", "index"}:
-        steps.append(f"`mqtool rebuild-cq{' --index' if 'index' in scopes else ''} {store}`")
-    if "timer" in scopes:
-        steps.append("put back the messages of the timer units the cut left dangling (the quarantine's "
-                     "timer-units.jsonl lists them, its saved bytes hold the records), or accept their loss, "
-                     "before a broker starts (`mqtool verify-crc --scope timer` shows them)")
-    if not steps:
-        steps.append(f"`mqtool verify-crc {store}` shows them")
-    return steps
+                            f"next: {'; then '.join(remedies.next_steps(left, store, layout))}")
 
 
 LEFT_SHOWN = 20   # findings listed after recovery; the count says how many there are

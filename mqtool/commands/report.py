@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from mqtool.cli import options, output, reportpage
+from mqtool.cli import options, output, reportpage, requires
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.pipeline import report
 from mqtool.storage.settings import open_layout
@@ -26,11 +26,12 @@ from mqtool.storage.settings import open_layout
               help="The HTML file to write (replaced whole, through a temporary file).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Read the commitlog's files in this many processes.")
-def cli(store, config_path, settings, as_json, out, jobs):
+@requires.run
+def cli(run, store, config_path, settings, as_json, out, jobs):
     """A forensic report with pictures: commitlog map, messages and bytes per hour, sizes, consumer lag,
     timer backlog, and the disk against the broker's levels with what the next clean would cost."""
     reportpage.check()
-    output.in_use([open_layout(store, config_path, settings)], as_json)
+    run.reading([open_layout(store, config_path, settings)])
     data = report.gather(store, config_path, settings, jobs=jobs)
     page = reportpage.render(data)
     _write(Path(out), page)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mqtool.cli import options, output
+from mqtool.cli import options, output, requires
 from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound, RefusedError, UsageError
 from mqtool.storage import census
@@ -22,7 +22,8 @@ from mqtool.storage.settings import open_layout, store_config_for_write
 @click.option("--drop-features", is_flag=True,
               help="Salvage a store whose features the new store does not carry (LMQ queues, consume queue "
                    "extensions, batch queues, RocksDB consume queues): OUT gets plain consume queues only.")
-def cli(store, out, config_path, settings, as_json, progress, drop_features):
+@requires.run
+def cli(run, store, out, config_path, settings, as_json, progress, drop_features):
     """Copy every intact message (magic code and body CRC check) of STORE into a new store OUT.
 
     OUT is built aside (.OUT.salvage-<pid>-<ms>/ beside it) and appears only when complete; a

@@ -8,12 +8,11 @@ counted per store, and makes the exit status 1, as in dump.
 from __future__ import annotations
 
 import functools
-import time
 
 import click
 import humanize
 
-from mqtool.cli import metrics, options, output
+from mqtool.cli import metrics, options, output, requires
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo
@@ -30,7 +29,8 @@ from mqtool.pipeline import storestats
 @engineopts.filter_options
 @engineopts.engine_options
 @click.option("--no-crc", is_flag=True, help="Do not recompute body CRCs.")
-def cli(stores, config_path, settings, as_json, prometheus, topics, since, until, engine, jobs, master, spark_conf,
+@requires.run
+def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, until, engine, jobs, master, spark_conf,
         no_crc):
     """Messages, bytes, store times, sizes, distinct keys and messages per hour, per topic and queue.
 
@@ -38,20 +38,17 @@ def cli(stores, config_path, settings, as_json, prometheus, topics, since, until
     stores are summed up together, each under its broker name.
     """
     found = pipeline.find_stores(stores, config_path, settings)
-    output.in_use([s.layout() for s in found], as_json)
+    run.reading([s.layout() for s in found])
     filters = Filters.from_options(topics, since=since, until=until)
     runner = engineopts.open_engine(engine, jobs, master, spark_conf)
     try:
-        loading = time.perf_counter()
-        if engine == "local":     # Spark's workers load their own
-            storestats.warm_up()
-        started = time.perf_counter()
+        run.warm_up(*([storestats.warm_up] if engine == "local" else []))   # Spark's workers load their own
         parts = pipeline.commitlog_parts(found, filters)
         scan = functools.partial(storestats.scan, filters=filters, check_crc=not no_crc)
         timer = storestats.timer_lines(found, filters.topics)
         batch = storestats.batch_queue_lines(found, filters.topics)
         lines = storestats.report(storestats.merge(runner.map(scan, parts)), timer, batch)
-        lines[-1].update(seconds=round(time.perf_counter() - started, 3), loadSeconds=round(started - loading, 3))
+        lines[-1].update(run.timings())
     finally:
         runner.close()
     if as_json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mqtool.cli import metrics, options, output
+from mqtool.cli import metrics, options, output, requires
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.forensics import storeinfo
@@ -30,7 +30,9 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
 @click.option("--no-crc", is_flag=True, help="Skip body CRCs (structure and cross-checks only).")
 @engineopts.spark_options
 @options.progress_option
-def cli(store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, engine, master, spark_conf, progress):
+@requires.run
+def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, engine, master, spark_conf,
+        progress):
     """Check a store without changing it: records, body CRCs, consume queues, index, timer store.
 
     Each problem is reported with its kind, file, byte offset, and what was expected and

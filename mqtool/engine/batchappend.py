@@ -377,6 +377,35 @@ class BatchResults(Sequence):
         """Where the last record of the batch ends."""
         return int(self.wrote[-1] + self.lengths[-1]) if len(self) else 0
 
+    def json_lines(self, numbers) -> np.ndarray:
+        """append --json's put lines (as PutResult.to_json gives them) of the input lines
+        numbered, rendered by compiled code (at hundreds of thousands of puts a second, objects
+        per put would cost more than the puts)."""
+        import json
+
+        from mqtool.formats.msgid import encode_offset_msgid
+        from mqtool.native import putlines
+
+        prefixes = [encode_offset_msgid(address, port, 0)[:-16].encode("ascii") for address, port, _ in self.hosts]
+        topics = [json.dumps(t, ensure_ascii=False).encode("utf-8") for t in self.topic_names]
+        prefix_buf, prefix_off = _joined(prefixes)
+        topic_buf, topic_off = _joined(topics)
+        parts, part_off = putlines.parts()
+        room = len(self) * (int(part_off[-1]) + max(map(len, prefixes)) + 16 + 6 * 20 + max(map(len, topics)))
+        out = np.empty(room, dtype=np.uint8)
+        size = putlines.render_puts(np.asarray(numbers, dtype=np.int64), np.asarray(self.store_id, dtype=np.int64),
+                                    prefix_buf, prefix_off, self.wrote, self.lengths, self.queue_offsets,
+                                    self.store_ts, self.topic_id, topic_buf, topic_off,
+                                    np.asarray(self.queue_ids, dtype=np.int64), parts, part_off, out)
+        return out[:size]
+
+
+def _joined(items: list) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings one after the other, and where each starts (n + 1 offsets)."""
+    lengths = np.array([len(b) for b in items], dtype=np.int64)
+    return (np.frombuffer(b"".join(items) or b"\0", dtype=np.uint8),
+            np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
+
 
 def dispatch_columns(dispatcher, columns) -> None:
     """Dispatcher.dispatch_many for a batch appended by append_batch."""

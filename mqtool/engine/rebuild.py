@@ -31,6 +31,7 @@ from mqtool.engine.quarantine import Quarantine
 from mqtool.engine.redispatch import part_tasks, redispatch, scanned_on
 from mqtool.engine.storecheckpoint import StoreCheckpoint
 from mqtool.errors import RefusedError
+from mqtool.native.warmup import Stopwatch
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.commitlog import Record
 from mqtool.storage import batchqueue, census, commitlog, consumequeueext, dledger, fsutil, topics
@@ -69,18 +70,14 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
             keep_old: bool = True, quarantine_dir=None, clock=None, on_progress=None,
             engine=None) -> RebuildReport:
     """Rebuild consume queues (all, or those of topics_wanted) and, with_index, the index.
-    The caller holds the store's lock.  engine (a SparkEngine): the commitlog's parts are
+    The caller has claimed the store (store.claim_store: the census, then the lock).  engine
+    (a SparkEngine): the commitlog's parts are
     walked, checked and parsed as its tasks; the files are written here, in commitlog order."""
-    census.take(layout).refuse_unsafe("rebuild-cq")
     with_ext = consumequeueext.in_use(layout, "rebuild-cq")
     from mqtool.native import appendkernels, fastscan
 
     config = layout.config
-    loading = time.perf_counter()
-    fastscan.warm_up()            # loading the compiled kernels is start-up, timed on its own
-    if with_index:
-        appendkernels.warm_up_index()
-    started = time.perf_counter()
+    stopwatch = Stopwatch().warm_up(fastscan.warm_up, *([appendkernels.warm_up_index] if with_index else []))
     queue = commitlog.open_queue(layout, strict=True)
     try:
         if queue.empty_file is not None:
@@ -90,16 +87,16 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
         start = files[0].file_from_offset if files else 0
         if dry_run or not files:
             end, _, stop, _ = recovery.walk_for_recovery(queue, 0, config.checkCRCOnRecover)
-            report = RebuildReport(start, end, stop=stop, load_seconds=started - loading)
+            report = RebuildReport(start, end, stop=stop, load_seconds=stopwatch.load_seconds)
             killed = [s for s in census.take(layout).staging if not s.alive]
             if dry_run:
                 report.cleared = [f"would clear {s.name}/, the staging folder of a killed rebuild-cq run "
                                   f"(process {s.pid})" for s in killed]
             else:
                 report.cleared = census.clear_killed_staging(layout.root)
-            report.seconds = time.perf_counter() - started
+            report.seconds = stopwatch.seconds
             return report
-        report = RebuildReport(start, start, load_seconds=started - loading)
+        report = RebuildReport(start, start, load_seconds=stopwatch.load_seconds)
         report.cleared = census.clear_killed_staging(layout.root)
         stage = layout.root / census.staging_name(os.getpid(), int(time.time() * 1000))
         stage.mkdir()
@@ -155,7 +152,7 @@ def rebuild(layout, *, topics_wanted=None, with_index: bool = False, dry_run: bo
             shutil.rmtree(stage, ignore_errors=True)
     finally:
         queue.close()
-    report.seconds = time.perf_counter() - started
+    report.seconds = stopwatch.seconds
     return report
 
 

@@ -76,7 +76,6 @@ class MessageStore:
         if not dry_run:
             self.root.mkdir(parents=True, exist_ok=True)
         self.layout = discover(config, config_given=True, must_exist=dry_run)
-        census.take(self.layout).refuse_unsafe(self.writer_name)
         self._remember_owner()
         self._take_lock(write=not dry_run)
         try:
@@ -111,7 +110,7 @@ class MessageStore:
             pass
 
     def _take_lock(self, write: bool = True) -> None:
-        self._lock_fd = lock_store(self.layout, write=write)
+        self._lock_fd = claim_store(self.layout, self.writer_name, write=write)
         if write:
             self.adopt(self.layout.lock_path)
 
@@ -409,6 +408,31 @@ class MessageStore:
 
     def __exit__(self, exc_type, exc, tb):
         self.close()
+
+
+def reclaim_dry_run(config, layout, policy, *, undo: bool, clock, disk_usage):
+    """`clean --dry-run`: the reclaim run's (or --undo's) report, planned on a read-only view of
+    a store nobody holds (refused, exit 3, while a process holds its lock); a crashed store is
+    planned on what its recovery (which the real run does first) leaves."""
+    held = layout.in_use()
+    if held is not None:
+        raise RefusedError(f"the store is in use: {held['holder']} holds its lock file", path=layout.lock_path)
+    leave_out = ()
+    if layout.abort_path.exists():
+        plan = MessageStore(config, writer="clean", clock=clock, disk_usage=disk_usage, start_services=False).open(
+            dry_run=True).recovery_plan
+        leave_out = set(plan.removed_files) | set(plan.empty_files)
+    with reclaim.readonly_view(layout, config, clock=clock, disk_usage=disk_usage, leave_out=leave_out) as view:
+        worker = reclaim.Reclaimer(view)
+        return worker.undo(dry_run=True) if undo else worker.run(policy)
+
+
+def claim_store(layout, writer: str, *, write: bool = True) -> int:
+    """The gate every writer passes, in this order: refuse what the writer cannot keep
+    consistent (the census), then take the lock (lock_store; its descriptor is returned).  A
+    refused run has changed nothing."""
+    census.take(layout).refuse_unsafe(writer)
+    return lock_store(layout, write=write)
 
 
 def lock_store(layout, *, write: bool = True) -> int:

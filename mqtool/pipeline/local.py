@@ -5,7 +5,9 @@ Python: no Java, no pyspark); and Behind, a second thread for the writes of a pa
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
+
+from mqtool.engine.behind import Behind  # noqa: F401  (the second thread's helper, in its layer)
 
 
 def default_jobs() -> int:
@@ -45,29 +47,3 @@ class LocalEngine:
 
     def close(self) -> None:
         pass
-
-
-
-class Behind:
-    """Work handed to a second thread, a piece at a time and in order, while this thread goes on
-    with the next block (compiled kernels and pyarrow's writers release the GIL).  run() waits
-    for the piece before (raising its error), so one is in flight at most; wait() for the last."""
-
-    def __init__(self):
-        self.pool = ThreadPoolExecutor(1)
-        self.job = None
-
-    def run(self, work, *args) -> None:
-        self.wait()
-        self.job = self.pool.submit(work, *args)
-
-    def wait(self) -> None:
-        if self.job is not None:
-            job, self.job = self.job, None
-            job.result()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.pool.shutdown(cancel_futures=True)

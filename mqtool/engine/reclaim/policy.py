@@ -126,3 +126,38 @@ def size_text(n: int) -> str:
 
 def clock_text(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+# ---------------------------------------------------------------------- clean's options
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
+_DURATION_MS = {"ms": 1, "s": 1000, "": 1000, "m": 60000, "min": 60000, "h": 3600000, "d": 86400000}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str, what: str) -> int:
+    """Milliseconds from `60`, `60s`, `500ms`, `5m`, `1h`, `1d` (a bare number is seconds)."""
+    match = _DURATION.match(text or "")
+    if not match:
+        raise UsageError(f"{what} {text!r}: expected a duration such as 60s, 500ms, 5m or 1h")
+    return int(float(match.group(1)) * _DURATION_MS[match.group(2) or ""])
+
+
+def parse_size(text: str, what: str) -> int:
+    """Bytes from `1073741824`, `10G`, `10GiB`, `512M` (K, M, G, T, P are powers of 1024)."""
+    match = _SIZE.match(text or "")
+    if not match:
+        raise UsageError(f"{what} {text!r}: expected bytes, or a size such as 512M or 10G")
+    power = "kmgtp".find(match.group(2).lower()) + 1 if match.group(2) else 0
+    return int(float(match.group(1)) * 1024 ** power)
+
+
+def retention_ms(ms, minutes, hours) -> int | None:
+    """Kafka's log.retention.ms / .minutes / .hours: the most precise one given wins; -1 is no limit."""
+    for value, unit, name in ((ms, 1, "--retention-ms"), (minutes, 60000, "--retention-minutes"),
+                              (hours, 3600000, "--retention-hours")):
+        if value is not None:
+            if value < -1:
+                raise UsageError(f"{name} {value}: expected 0 or more, or -1 for no time limit")
+            return -1 if value == -1 else value * unit
+    return None

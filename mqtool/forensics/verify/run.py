@@ -29,7 +29,6 @@ module decides what is a problem and how to say it.
 from __future__ import annotations
 
 import functools
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.formats.filenames import is_index_name
 from mqtool.native import fastscan
+from mqtool.native.warmup import Stopwatch
 from mqtool.storage import batchqueue, census, commitlog, dledger, timerstore
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
@@ -114,10 +114,8 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     (pipeline.LocalEngine or spark.engine.SparkEngine) they are its partitions, so on Spark the
     checks run on the executors (which must see the store at the same path)."""
     summary = Summary(tuple(scopes))
-    loading = time.perf_counter()
-    fastscan.warm_up()   # loading the compiled kernels is start-up, timed on its own (load_seconds)
-    started = time.perf_counter()
-    summary.load_seconds = started - loading
+    stopwatch = Stopwatch().warm_up(fastscan.warm_up)   # loading the compiled kernels is start-up, timed on its own
+    summary.load_seconds = stopwatch.load_seconds
     delays = layout.config.delay_levels_ms()
     multi = census.multi_dispatch(layout) if "cq" in scopes else None   # LMQ units and queue offsets
     batch_topics = frozenset(batchqueue.topic_names(layout))   # queue offsets move on by INNER_NUM
@@ -199,7 +197,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         timer = timer_task(layout)
         _report("timer", timer, scopes, emit, on_progress)
         summary.add(timer)
-    summary.seconds = time.perf_counter() - started
+    summary.seconds = stopwatch.seconds
     return summary
 
 
