@@ -14,7 +14,7 @@ import pytest
 from crafted import bad_utf8, store_of
 
 from conftest import ALL_FIXTURES
-from mqtool.commands import _dumpview
+from mqtool.cli import dumpview
 from mqtool.forensics import dumpkinds
 from mqtool.native import jsonlines as jl
 
@@ -129,7 +129,7 @@ def test_dump_json_is_the_record_by_record_output_on_crafted_records(variant, cr
 
 def test_dump_json_in_blocks_of_a_few_records(crafted, extracted, run_cli, monkeypatch):
     """Chunks cut into many blocks, and a file given instead of the store, change nothing."""
-    monkeypatch.setattr(_dumpview, "BLOCK_ROWS", 3)
+    monkeypatch.setattr(dumpview, "BLOCK_ROWS", 3)
     for args in ((crafted, "commitlog", "--json", "--body", "text"),
                  (crafted / "commitlog" / "00000000000000000000", "--json", "--limit", "5"),
                  (extracted("multifile"), "commitlog", "--json", "--queue", "0")):

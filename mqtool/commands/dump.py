@@ -3,7 +3,7 @@
 dump shows every entry it finds, including what a broker's recovery would
 drop, and marks each entry that fails a check.  Exit 1 when anything failed.
 Which files each kind opens and how they are walked: mqtool/forensics/dumpkinds.py;
-how each kind is shown: _dumpview and _timerdump.
+how each kind is shown: mqtool/cli/dumpview.py and timerview.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from mqtool.cli import options, output
-from mqtool.commands import _dumpview
+from mqtool.cli import options, requires
+from mqtool.cli import dumpview
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.forensics.dumpkinds import KINDS, Dump, DumpOptions, FileArgs, infer_kind
 from mqtool.forensics.filters import Filters
@@ -41,7 +41,8 @@ from mqtool.storage.settings import open_layout
 @click.option("--no-crc", is_flag=True, help="Do not recompute body CRCs.")
 @click.option("--slots", is_flag=True, help="index: also list the non-empty hash slots.")
 @options.progress_option
-def cli(target, kind, config_path, settings, as_json, topics, queues, offset_from, offset_to,
+@requires.run
+def cli(run, target, kind, config_path, settings, as_json, topics, queues, offset_from, offset_to,
         queue_offset_from, queue_offset_to, since, until, limit, body_format, no_body, no_crc, slots,
         progress):
     """Show commitlog records, consume queue units, index entries, the checkpoint or config files.
@@ -64,9 +65,9 @@ def cli(target, kind, config_path, settings, as_json, topics, queues, offset_fro
                 raise NotAStoreError("no such store directory or file", path=path)
             raise UsageError("give KIND after STORE: " + ", ".join(KINDS))
         layout = open_layout(target, config_path, settings)
-        output.in_use([layout], as_json)
+        run.reading([layout])
         dump = Dump(kind, dump_options, layout=layout)
-    _dumpview.render(dump)
+    dumpview.render(dump)
     found = dump.problems_found()
     if found:
         raise found

@@ -12,7 +12,7 @@ import click
 import humanize
 from rich.markup import escape
 
-from mqtool.commands._timerdump import pending_text
+from mqtool.cli.timerview import pending_text
 from mqtool.cli import metrics, options, output, requires
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo

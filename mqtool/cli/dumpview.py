@@ -1,5 +1,5 @@
 """How `dump` shows each kind: the events of forensics/dumpkinds.py as tables or JSON lines
-(the timer store's kinds are in _timerdump)."""
+(the timer store's kinds are in timerview)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from rich.markup import escape
 
 from mqtool.cli import output
-from mqtool.commands import _timerdump
+from mqtool.cli import timerview
 from mqtool.forensics import storeinfo
 from mqtool.forensics.messageview import message_fields
 from mqtool.pipeline.local import Behind
@@ -226,7 +226,7 @@ def _checkpoint(events, dump) -> None:
             output.emit_json(line)
             continue
         times = {name: line[name + "Iso"] for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")}
-        _timerdump.fields_table(f"checkpoint {line['file']}", cp, times,
+        timerview.fields_table(f"checkpoint {line['file']}", cp, times,
                                 ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp",
                                  "masterFlushedOffset", "confirmPhyOffset", "fileSize"))
 
@@ -310,10 +310,10 @@ RENDERERS = {
     "index": _index,
     "checkpoint": _checkpoint,
     "config": _config,
-    "timerlog": _timerdump.timerlog,
-    "timerwheel": _timerdump.timerwheel,
-    "timercheck": _timerdump.timercheck,
-    "timermetrics": _timerdump.timermetrics,
+    "timerlog": timerview.timerlog,
+    "timerwheel": timerview.timerwheel,
+    "timercheck": timerview.timercheck,
+    "timermetrics": timerview.timermetrics,
     "batchconsumequeue": _batchconsumequeue,
     "dledger": _dledger,
 }
