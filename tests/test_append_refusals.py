@@ -70,7 +70,7 @@ def test_keys_split_on_the_key_separator_are_indexed_as_the_broker_splits_them(r
 
 
 def test_allow_system_topics_stores_the_reserved_names_as_given(run_cli, tmp_path):
-    """The test stores of LMQ (tests/lmqgen.py) are built this way; separators stay refused."""
+    """The test stores of LMQ (tests/helpers/lmqgen.py) are built this way; separators stay refused."""
     store = tmp_path / "s"
     line = {"topic": "T", "properties": {"INNER_MULTI_DISPATCH": "%LMQ%x", "INNER_MULTI_QUEUE_OFFSET": "0"},
             "body": "x"}

@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from damage import records
+from helpers.damage import records
 
 TOPIC = "BatchT"
 UNIT = struct.Struct(">qiqqqhii")

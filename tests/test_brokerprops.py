@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mqtool.broker.brokerprops import HALF_TOPIC, SCHEDULE_TOPIC, stored_message, stored_properties
+from mqtool.broker.brokerprops import stored_message, stored_properties
+from mqtool.formats.topicnames import SCHEDULE_TOPIC, TRANS_HALF_TOPIC as HALF_TOPIC
 from mqtool.formats.properties import decode_properties
 
 from conftest import expected_read, fixture_dir, load_jsonl

@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from crafted import bad_utf8, record
+from helpers.crafted import bad_utf8, record
 
 from mqtool.native import chunkstats, fastscan
 

@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from crafted import bad_utf8, store_of
+from helpers.crafted import bad_utf8, store_of
 
 from conftest import ALL_FIXTURES
 from mqtool.native import columnar
@@ -164,7 +164,7 @@ def test_stats_of_random_keys_equal_the_reference(seed, tmp_path):
 
 
 def assert_stats_equal_reference(name, store):
-    from pipeline_expect import size_bucket
+    from helpers.pipeline_expect import size_bucket
 
     from mqtool.pipeline import storestats
 

@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from timergen import string_hash
+from helpers.timergen import string_hash
 
 CQ_FILE = 200
 EXT_FILE = 200        # 9 ext units a file: 180 bytes, then 16 < 20 + 4 left

@@ -12,7 +12,8 @@ from mqtool.formats.index import index_key
 from mqtool.formats.javastr import index_key_hash
 from mqtool.native import fastscan
 from mqtool.storage import batchqueue, census, commitlog, consumequeueext
-from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, from_record
+from mqtool.formats.topicnames import SCHEDULE_TOPIC
+from mqtool.storage.dispatchrequest import from_record
 from mqtool.storage.settings import open_layout
 
 from conftest import ALL_FIXTURES, FEATURE_FIXTURES

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from damage import BATCH_MUTATIONS, HOSTILE, MUTATIONS, TIMER_MUTATIONS, damage, state
+from helpers.damage import BATCH_MUTATIONS, HOSTILE, MUTATIONS, TIMER_MUTATIONS, damage, state
 
 
 def damage_timer(root, rng):

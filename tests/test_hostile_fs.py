@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from damage import state
+from helpers.damage import state
 
 WRITERS = [("recover", "{store}"), ("rebuild-cq", "{store}"), ("clean", "--force", "{store}"),
            ("append", "{store}", "--topic", "BasicTopic", "--body", "x")]

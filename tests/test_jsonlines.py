@@ -11,7 +11,7 @@ import random
 
 import numpy as np
 import pytest
-from crafted import bad_utf8, store_of
+from helpers.crafted import bad_utf8, store_of
 
 from conftest import ALL_FIXTURES
 from mqtool.cli import dumpview

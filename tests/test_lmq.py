@@ -1,5 +1,5 @@
 """LMQ (enableLmq, enableMultiDispatch): %LMQ% consume queues whose units point at records of other
-topics.  The stores are built by tests/lmqgen.py from the Java source's facts (the records by
+topics.  The stores are built by tests/helpers/lmqgen.py from the Java source's facts (the records by
 `mqtool append`, the LMQ queues with struct), for 4.9.8 and 5.3.3 record formats; what each test
 expects comes from that spec, never from mqtool's LMQ code.
 """
@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from lmqgen import Lmq, append_messages, broker_view, lmq_files, spec, write_lmq_queues
+from helpers.lmqgen import Lmq, append_messages, broker_view, lmq_files, spec, write_lmq_queues
 
 CQ_FILE = 200          # consume queue files of 10 units: LMQ queues span several files
 FORMATS = {"4.9.8": (), "5.3.3": ("--set", "storeFormat=5")}

@@ -17,7 +17,7 @@ from mqtool.pipeline import exporter
 from mqtool.storage import commitlog
 
 from conftest import UNDAMAGED
-from pipeline_expect import assert_stats_lines, broker_records, expected_stats
+from helpers.pipeline_expect import assert_stats_lines, broker_records, expected_stats
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -383,7 +383,7 @@ def test_recover_after_sigkill_keeps_every_acknowledged_message(tmp_path, run_cl
     acknowledged: dict[int, int] = {}
     index = 0
     for _ in range(8):
-        proc = subprocess.Popen([sys.executable, str(HERE / "torture_worker.py"), str(root), str(index), "100000"],
+        proc = subprocess.Popen([sys.executable, str(HERE / "helpers" / "torture_worker.py"), str(root), str(index), "100000"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": str(HERE.parent)})
         assert proc.stdout.readline().strip() == "open"

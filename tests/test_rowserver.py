@@ -22,7 +22,7 @@ import pytest
 from mqtool.pipeline.plan import commitlog_parts, find_stores
 from mqtool.pipeline.spark import jvmreader, rowserver
 
-from pipeline_expect import broker_records
+from helpers.pipeline_expect import broker_records
 
 pytestmark = pytest.mark.spark
 

@@ -27,7 +27,7 @@ from mqtool.storage import commitlog
 from mqtool.storage.commitlog import Problem
 
 from conftest import DAMAGED, UNDAMAGED, expected_read
-from pipeline_expect import (
+from helpers.pipeline_expect import (
     assert_row_is_broker_record,
     assert_stats_lines,
     broker_records,

@@ -345,7 +345,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_message(tmp_path):
     acknowledged: dict[int, tuple[int, int]] = {}
     next_index = 0
     for round_ in range(12):
-        proc = subprocess.Popen([sys.executable, str(HERE / "torture_worker.py"), str(root), str(next_index),
+        proc = subprocess.Popen([sys.executable, str(HERE / "helpers" / "torture_worker.py"), str(root), str(next_index),
                                  "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": str(HERE.parent)})
         assert proc.stdout.readline().strip() == "open", proc.stderr.read()

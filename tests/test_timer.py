@@ -2,7 +2,7 @@
 timer scope, what recover and clean leave dangling, and the pending counts of info and stats.
 
 No fixture holds a timer store (the 5.3.3 fixture was written with the store alone), so stores
-are built by tests/timergen.py from the Java source's facts: the records by `mqtool append`,
+are built by tests/helpers/timergen.py from the Java source's facts: the records by `mqtool append`,
 the timer files with struct, as TimerMessageStore.doEnqueue writes them.  Expected values come
 from that spec (which message is due when, where append put it), never from mqtool's timer code.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from timergen import BLANK_MAGIC, UNIT, WRITE_TIME, Timed, append_timer_messages, string_hash, write_timer_store
+from helpers.timergen import BLANK_MAGIC, UNIT, WRITE_TIME, Timed, append_timer_messages, string_hash, write_timer_store
 
 from mqtool.formats import timer as fmt
 from mqtool.formats.javastr import java_hash

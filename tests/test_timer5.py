@@ -4,7 +4,7 @@ recovered as TimerMessageStore.load's recover() recovers them.
 
 Expected values come from the fixture's expected-read.jsonl (the broker's own reading: every
 timerlog_unit, timer_slot with its chain, timer_open, timer_summary, timer_pre) and, for the
-crashes, from the Java source's rules applied to those facts in tests/timercrash.py.
+crashes, from the Java source's rules applied to those facts in tests/helpers/timercrash.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from timercrash import PRECISION, SLOTS, crash, facts, read_wheel, replay
+from helpers.timercrash import PRECISION, SLOTS, crash, facts, read_wheel, replay
 
 F = facts()
 READ_TIME = F["open"]["currReadTimeMs"]

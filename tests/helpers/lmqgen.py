@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from timergen import string_hash
+from helpers.timergen import string_hash
 
 UNIT = struct.Struct(">qiq")
 
