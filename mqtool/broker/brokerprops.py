@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from mqtool.engine.javamap import JavaHashMap, properties_to_string
 from mqtool.formats import sysflag
 from mqtool.formats.hosts import parse_host
+from mqtool.formats.topicnames import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from mqtool.formats.properties import (
     CLUSTER,
     DELAY,
@@ -56,8 +57,6 @@ from mqtool.formats.properties import (
     WAIT,
 )
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANSACTION_ID = "__transactionId__"  # 5.x TransactionalMessageUtil.TRANSACTION_ID
 MAX_DELAY_LEVEL = 18  # levels in the default messageDelayLevel
 
@@ -182,7 +181,7 @@ def broker_message(
         props.put(REAL_TOPIC, topic)
         props.put(REAL_QID, str(queue_id))
         sys_flag &= ~sysflag.TRANSACTION_MASK
-        topic, queue_id = HALF_TOPIC, 0
+        topic, queue_id = TRANS_HALF_TOPIC, 0
         text = properties_to_string(props, trailing_separator=trailing)
     return BrokerMessage(props, text, topic, queue_id, sys_flag)
 

@@ -38,7 +38,8 @@ from mqtool.formats.hosts import java_host
 from mqtool.formats.javastr import java_length, tags_code
 from mqtool.formats.properties import DELAY, KEYS, REAL_QID, REAL_TOPIC, TAGS, UNIQ_KEY, delay_level
 from mqtool.storage import topics
-from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, DispatchRequest
+from mqtool.formats.topicnames import SCHEDULE_TOPIC
+from mqtool.storage.dispatchrequest import DispatchRequest
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")

@@ -30,6 +30,7 @@ import numpy as np
 
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, unit_dtype
 from mqtool.formats.commitlog import Record
+from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage import batchqueue, commitlog, consumequeue, offsets
 from mqtool.storage.consumequeue import queue_min_offset
 
@@ -268,8 +269,8 @@ def compute(layout, *, groups=None, topics=None) -> LagReport:
     table = {(t, g): q for (t, g), q in found.table.items()
              if (not groups or g in groups) and (not topics or t in topics)}
     consumed = {t for t, _ in table}
-    delay_wanted = levels and (not groups or DELAY_GROUP in groups) and (not topics or offsets.SCHEDULE_TOPIC in topics)
-    wanted = consumed | ({offsets.SCHEDULE_TOPIC} if delay_wanted else set())
+    delay_wanted = levels and (not groups or DELAY_GROUP in groups) and (not topics or SCHEDULE_TOPIC in topics)
+    wanted = consumed | ({SCHEDULE_TOPIC} if delay_wanted else set())
 
     by_queue: dict[tuple[str, int], list[QueueLag]] = {}
     for (topic, group), committed in sorted(table.items()):
@@ -278,7 +279,7 @@ def compute(layout, *, groups=None, topics=None) -> LagReport:
     if delay_wanted:
         delays_ms = _delay_levels(layout)
         for level, offset in sorted(levels.items()):
-            line = QueueLag(DELAY_GROUP, offsets.SCHEDULE_TOPIC, offsets.level_queue(level), offset, level=level,
+            line = QueueLag(DELAY_GROUP, SCHEDULE_TOPIC, offsets.level_queue(level), offset, level=level,
                             delay_ms=delays_ms[level - 1] if 0 < level <= len(delays_ms) else None)
             by_queue.setdefault((line.topic, line.queue_id), []).append(line)
             report.delays.append(line)

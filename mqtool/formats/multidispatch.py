@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqtool.formats.javastr import parse_java_integer
+from mqtool.formats.topicnames import LMQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX
 
 INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
-LMQ_PREFIX = "%LMQ%"
 LMQ_QUEUE_ID = 0
 SEPARATOR = ","
 MARKER = (INNER_MULTI_DISPATCH + "\x01").encode()   # what a record carrying the property holds
 
-_NOT_5X = ("%RETRY%", "rmq_sys_")
+_NOT_5X = (RETRY_PREFIX, SYSTEM_TOPIC_PREFIX)
 
 
 def is_lmq(name: str) -> bool:
@@ -62,7 +62,7 @@ def targets(topic: str, queue_id: int, properties: dict, settings: Settings) -> 
     if _blank(names) or _blank(offsets):
         return []
     enable_lmq, is_5x = settings.enable_lmq, settings.is_5x
-    if is_5x and (topic.startswith(_NOT_5X) or topic == "SCHEDULE_TOPIC_XXXX"):
+    if is_5x and (topic.startswith(_NOT_5X) or topic == SCHEDULE_TOPIC):
         return []
     names, offsets = java_split(names), java_split(offsets)
     if len(names) != len(offsets):

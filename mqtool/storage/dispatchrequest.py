@@ -23,7 +23,7 @@ from mqtool.formats import properties as props
 from mqtool.formats.commitlog import Record
 from mqtool.formats.javastr import parse_java_integer
 from mqtool.formats.javastr import tags_code as _tags_code
-from mqtool.storage.topics import SCHEDULE_TOPIC
+from mqtool.formats.topicnames import SCHEDULE_TOPIC
 
 # Few distinct tags, hashed by a per-character loop: hash each once.
 tags_code = functools.lru_cache(maxsize=4096)(_tags_code)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from mqtool.errors import MqError
 from mqtool.formats import configjson
+from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage import metafiles
 
 OFFSETS, LMQ_OFFSETS, DELAY_OFFSETS = "consumerOffset.json", "lmqConsumerOffset.json", "delayOffset.json"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 # what a file that is there and cannot be read raises on the way (a value that is no number, ...)
 _BAD = (MqError, ValueError, TypeError, AttributeError, OverflowError)
 

@@ -11,21 +11,16 @@ import re
 from functools import lru_cache
 
 from mqtool.formats import multidispatch
+from mqtool.formats.topicnames import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 TOPIC_MAX_LENGTH = 127
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 NOT_ALLOWED_SEND = frozenset({
     SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC",
     "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
 })
 SYSTEM_TOPICS = NOT_ALLOWED_SEND | {"TBW102", "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 
 
 @lru_cache(maxsize=16384)

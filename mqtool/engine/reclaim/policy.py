@@ -9,11 +9,11 @@ import time
 from dataclasses import dataclass, field
 
 from mqtool.errors import UsageError
+from mqtool.formats.topicnames import SCHEDULE_TOPIC
 
 HOUR_MS = 3600 * 1000
 CQ_DESTROY_INTERVAL_MS = 1000 * 60      # ConsumeQueue: mappedFile.destroy(1000 * 60)
 FIRST_RUN_DELAY_MS = 1000 * 60          # a broker's first clean-up runs a minute after start
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 # ---------------------------------------------------------------------- policy and levels
 

@@ -22,7 +22,8 @@ from mqtool.formats.consumequeue import PRE_BLANK, UNIT_SIZE, unit_dtype
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
-from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, from_record
+from mqtool.formats.topicnames import SCHEDULE_TOPIC
+from mqtool.storage.dispatchrequest import from_record
 from mqtool.storage.mappedfile import MappedFile
 
 # ------------------------------------------------------------- consume queues
