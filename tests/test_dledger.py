@@ -504,3 +504,40 @@ def test_diff_of_replicas_that_hold_a_different_message_at_one_offset(extracted,
     only = [(l["side"], l["offset"]) for l in lines if l["type"] == "only"]
     assert only == [("A", record["offset"]), ("B", record["offset"])]
     assert summary["heldByBothPastDivergence"] == len(records) - k - 1
+
+
+# ------------------------------------------------------------------ parts for --jobs
+
+def test_a_data_file_is_cut_into_parts_at_entry_starts_and_its_parts_read_as_the_whole(extracted):
+    """Plain commitlog files are cut into parts that --jobs walks in parallel; a DLedger data file
+    is cut too, at entries' starts, and its parts' records are the whole file's."""
+    from mqtool.native import fastscan
+    from mqtool.storage import commitlog
+
+    path = sorted(data_dir(extracted("dledger1")).iterdir())[0]
+    mf = MappedFile(path, 65536, strict=False)
+    try:
+        starts = [e["filePos"] for e in of_type("dledger1", "dledger_entry") if e["file"] == path.name]
+        cuts = fastscan.split_points(mf, 8192, entries=commitlog.is_dledger_file(mf))
+        assert len(cuts) >= 3 and set(cuts) <= set(starts)
+
+        def offsets(start, stop):
+            out = []
+            for item in commitlog.walk_file(mf, start=start, stop=stop, scanner=fastscan, is_last=False):
+                if isinstance(item, fastscan.Chunk):
+                    out += item.columns["offset"].tolist()
+                    assert item.columns["entry_index"].tolist() == \
+                        [_entry_at(o - fmt.HEADER_SIZE)["index"] for o in item.columns["offset"].tolist()]
+                elif type(item).__name__ == "Record":
+                    out.append(item.offset)
+            return out
+
+        edges = [0] + cuts + [None]
+        assert sum((offsets(a, b) for a, b in zip(edges, edges[1:])), []) == offsets(0, None) == \
+            [e["pos"] + fmt.HEADER_SIZE for e in of_type("dledger1", "dledger_entry") if e["file"] == path.name]
+    finally:
+        mf.close()
+
+
+def _entry_at(pos):
+    return next(e for e in of_type("dledger1", "dledger_entry") if e["pos"] == pos)
