@@ -541,3 +541,94 @@ def test_a_data_file_is_cut_into_parts_at_entry_starts_and_its_parts_read_as_the
 
 def _entry_at(pos):
     return next(e for e in of_type("dledger1", "dledger_entry") if e["pos"] == pos)
+
+
+# ------------------------------------------------------------------ after a crash
+# Copies of dledger1 as a crash (or damage) leaves them, and what DLedgerMmapFileStore.recover
+# (DLedger 0.3.1.2) keeps of each: it walks the entries from the third-last data file and ends the
+# data at the first entry it does not accept (magic, size, pos field, body length; an index that
+# is not the one before's + 1; a term lower than the one before's), keeping every entry before it
+# whatever its body holds; index units that disagree with the data are rewritten from it.  After
+# a crash (abort file) DLedgerCommitLog dispatches the records of the kept entries up to the
+# first that is not a valid record, and truncates the queues there.
+
+def _crashed(store_copy, how: str, abort: bool = True) -> Path:
+    store = store_copy("dledger1")
+    data, index_file = data_dir(store), data_dir(store).parent / "index" / "00000000000000000000"
+    last = _entry("dledger1", 199)
+    if how == "torn-body":         # the header written, the body's second half not
+        body = last["size"] - fmt.HEADER_SIZE
+        _patch(data / last["file"], last["filePos"] + fmt.HEADER_SIZE + body // 2, bytes(body - body // 2))
+    elif how == "torn-header":     # the header's first 20 bytes written
+        _patch(data / last["file"], last["filePos"] + 20, bytes(last["size"] - 20))
+    elif how == "zeroed-tail":     # entries 190 on lost (zeros), their index units still there
+        e = _entry("dledger1", 190)
+        _patch(data / e["file"], e["filePos"], bytes(65536 - e["filePos"]))
+    elif how == "index-short":     # the last ten index units not written
+        _patch(index_file, 190 * fmt.INDEX_UNIT_SIZE, bytes(10 * fmt.INDEX_UNIT_SIZE))
+    elif how == "term-back":       # entries 100-149 in term 1, 150 on in term 0 (index units alike)
+        for i in range(100, 150):
+            e = _entry("dledger1", i)
+            _patch(data / e["file"], e["filePos"] + 16, struct.pack(">q", 1))
+            _patch(index_file, i * fmt.INDEX_UNIT_SIZE + 24, struct.pack(">q", 1))
+    elif how == "index-gap":       # entry 150 says it is 151 (its index unit too)
+        e = _entry("dledger1", 150)
+        _patch(data / e["file"], e["filePos"] + 8, struct.pack(">q", 151))
+        _patch(index_file, 150 * fmt.INDEX_UNIT_SIZE + 16, struct.pack(">q", 151))
+    if abort:
+        (store / "abort").write_text(str(os.getpid() + 10_000_000))
+    return store
+
+
+def _ledger_end(run_cli, store) -> tuple:
+    (info,) = run_cli("info", store, "--json").json_lines()
+    return info["dledger"]["ledgerEndIndex"], info["dledger"]["committedPos"]
+
+
+@pytest.mark.parametrize("how, kept", [("torn-header", 199), ("zeroed-tail", 190), ("term-back", 150),
+                                       ("index-gap", 150)])
+def test_recover_ends_the_data_where_dledgers_recovery_ends_it(how, kept, store_copy, run_cli):
+    """kept: the entries DLedger keeps (0 to kept - 1); the queues get their records, no more."""
+    store = _crashed(store_copy, how)
+    end = _entry("dledger1", kept)["pos"]
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.err
+    (plan,) = result.json_lines()
+    assert plan["cut"] == end
+    assert _ledger_end(run_cli, store) == (kept - 1, end)
+    assert _units(run_cli, store) == [u for u in _broker_units("dledger1") if u[3] < end]
+    assert sorted(p.name for p in data_dir(store).iterdir()) == \
+        sorted({e["file"] for e in of_type("dledger1", "dledger_entry") if e["pos"] < end})
+    assert run_cli("verify-crc", store).code == 0
+
+
+def test_a_torn_last_entry_stays_in_the_ledger_and_its_record_is_not_dispatched(store_copy, run_cli):
+    """DLedger reads no record: an entry whose header is whole stays, torn body and all; the
+    broker's dispatch stops at its record, and the queues end before it."""
+    store = _crashed(store_copy, "torn-body")
+    last = _entry("dledger1", 199)
+    before = (data_dir(store) / last["file"]).read_bytes()
+    assert _ledger_end(run_cli, store) == (199, last["pos"] + last["size"])
+    result = run_cli("recover", store, *SIZES, "--json")
+    (plan,) = [l for l in result.json_lines() if l["type"] == "plan"]
+    assert (plan["cut"], plan["bytesCut"], plan["dispatchEnd"]) == (last["pos"] + last["size"], 0, last["pos"])
+    assert (data_dir(store) / last["file"]).read_bytes() == before
+    assert _units(run_cli, store) == [u for u in _broker_units("dledger1") if u[3] < last["pos"]]
+    assert result.code == 1 and "bad-entry-body" in result.out    # the torn record is left, and said
+
+
+def test_an_index_short_of_the_data_still_says_where_the_committed_entries_end(store_copy, run_cli):
+    """Index units written after the data (a crash between the two, or units lost): DLedger's
+    recovery rewrites them from the entries, and committedPos is the committed entry's end."""
+    store = _crashed(store_copy, "index-short", abort=False)
+    tail = {r["offset"] for r in of_type("dledger1", "commitlog_record")[-30:]}     # not dispatched yet
+    for unit in of_type("dledger1", "cq_unit"):
+        if unit["commitLogOffset"] in tail:
+            path = store / "consumequeue" / unit["topic"] / str(unit["queueId"]) / "00000000000000000000"
+            _patch(path, unit["offset"] * 20, bytes(20))
+    assert _ledger_end(run_cli, store) == (199, 298695)
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code in (0, 1), result.err
+    (plan,) = [l for l in result.json_lines() if l["type"] == "plan"]
+    assert (plan["cut"], plan["dispatchEnd"]) == (298695, None)
+    assert _units(run_cli, store) == _broker_units("dledger1")

@@ -55,7 +55,7 @@ from mqtool.formats import dledger as dledger_format
 from mqtool.formats import consumequeueext as ext_format
 from mqtool.formats import sysflag
 from mqtool.formats import timer as timer_format
-from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
+from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, Record, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
 from mqtool.storage import commitlog, dledger, mappedfile, timerstore, timerview
@@ -145,7 +145,8 @@ class RecoveryPlan:
     rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
     empty_files: list[Path] = field(default_factory=list)   # 0-byte newest files a crash left (5.x deletes them)
     redispatch_from: int = 0
-    dispatch_end: int | None = None            # DLedger, normal: the committed entries' end (< cut)
+    dispatch_end: int | None = None            # DLedger: the committed entries' end (normal), or the
+                                               # first entry whose record is not valid (< cut)
     stop: Problem | None = None                # why the walk stopped, when it was damage
     records_checked: int = 0
     timer: timerview.Dangling | None = None   # pending timer units pointing at or past the cut
@@ -273,21 +274,29 @@ def abnormal_start_index(files, safe_time: int) -> int:
     return 0
 
 
-def walk_for_recovery(queue, start_index: int, check_crc: bool):
+def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop: list | None = None):
     """Walk from file start_index to the first entry that is not a valid record (a record whose
     body CRC fails counts as not valid, with checkCRCOnRecover), with the compiled walk.
+
+    A DLedger store's data ends where DLedgerMmapFileStore.recover ends it (ledger_cut): there a
+    record that is not valid is kept in its entry (DLedger reads no record), and only ends the
+    broker's dispatch: its entry's offset is appended to dispatch_stop, when given.
 
     Returns (cut, data_end, stop problem or None, records)."""
     files = queue.files
     if not files:
         return 0, 0, None, 0
+    if commitlog.is_dledger_file(files[0]):
+        cut, stop, records, bad_record = ledger_cut(queue, start_index, check_crc)
+        if dispatch_stop is not None and bad_record is not None:
+            dispatch_stop.append(bad_record)
+        return _with_data_end(queue, cut, stop, records)
     import numpy as np  # here, not at the top: commands that never recover
 
     from mqtool.native import fastscan
     cut = files[start_index].file_from_offset
     records = 0
     stop = None
-    data_end = cut
     for i in range(start_index, len(files)):
         mf = files[i]
         is_last = i == len(files) - 1
@@ -300,9 +309,7 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
                 if len(bad):
                     j = int(bad[0])
                     offset = int(c["offset"][j])
-                    record = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
-                    stop = Problem("crc-mismatch", str(mf.path), offset - mf.file_from_offset, offset,
-                                   f"body CRC {record.body_crc} stored, {record.computed_body_crc()} computed")
+                    stop = _crc_problem(mf, offset)
                     records += j
                     cut = offset
                     break
@@ -320,6 +327,80 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
         if stop is not None or not blank or is_last:
             break
         cut = files[i + 1].file_from_offset
+    return _with_data_end(queue, cut, stop, records)
+
+
+def _crc_problem(mf, offset: int) -> Problem:
+    record = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+    return Problem("crc-mismatch", str(mf.path), offset - mf.file_from_offset, offset,
+                   f"body CRC {record.body_crc} stored, {record.computed_body_crc()} computed")
+
+
+def ledger_cut(queue, start_index: int, check_crc: bool):
+    """Where DLedgerMmapFileStore.recover ends a DLedger store's data, walking from file
+    start_index: at the first entry it does not accept (walk_entries' checks: magic, size, pos
+    field, body length; a blank moves on to the next file, zeros end the data) and, from its own
+    first file (the third-last) on, at the first entry whose index is not the one before's + 1
+    or whose term is lower.  Entries are kept whatever their bodies hold.  Returns (cut, stop
+    problem or None, records, the offset of the first entry whose record is not valid, or None)."""
+    import numpy as np  # here, not at the top: commands that never recover
+
+    from mqtool.native import fastscan
+    files = queue.files
+    ledger_from = max(len(files) - 3, 0)
+    cut = files[start_index].file_from_offset
+    records, stop, bad_record, prev = 0, None, None, None
+    for i in range(start_index, len(files)):
+        mf = files[i]
+        blank = False
+        for item in commitlog.walk_file(mf, check_crc=check_crc, is_last=True, resync_after_damage=False,
+                                        scanner=fastscan):
+            if isinstance(item, (fastscan.Chunk, Record)) or (isinstance(item, Problem)
+                                                               and item.kind == "bad-entry-body"):
+                if isinstance(item, fastscan.Chunk):
+                    c = item.columns
+                    pos, index, term = c["offset"] - dledger_format.HEADER_SIZE, c["entry_index"], c["entry_term"]
+                    ends, crc_ok = c["offset"] + c["size"], c["crc_ok"] if check_crc else np.ones(item.count, bool)
+                else:      # a record the reference walk read, or an entry whose body is not one record
+                    body = item.offset
+                    at = np.array([body - dledger_format.HEADER_SIZE - mf.file_from_offset], dtype=np.int64)
+                    fields = dledger.read_fields(mf.buf, at, dledger.HEADER_FIELDS)
+                    pos, index, term = fields["pos"], fields["index"], fields["term"]
+                    ends = pos + fields["size"]
+                    crc_ok = np.array([isinstance(item, Record) and (not check_crc or item.crc_ok())])
+                broken = dledger.chain_problems(index, term, prev) if i >= ledger_from else []
+                rows = min(broken)[0] if broken else len(index)    # the entries DLedger keeps
+                if rows:
+                    prev = (int(index[rows - 1]), int(term[rows - 1]))
+                    cut = int(ends[rows - 1])
+                    records += rows
+                    bad = np.flatnonzero(~crc_ok[:rows])
+                    if bad_record is None and len(bad):
+                        bad_record = int(pos[bad[0]])
+                if broken:
+                    _, kind, message, _, _ = min(broken)
+                    cut = int(pos[rows])
+                    stop = Problem(kind, str(mf.path), cut - mf.file_from_offset, cut,
+                                   f"DLedger's recovery ends the data here: {message}")
+                    break
+            elif isinstance(item, Blank):
+                blank = True
+                cut = item.offset
+                break
+            elif isinstance(item, Problem):
+                stop = item
+                break
+            elif isinstance(item, EndOfData):
+                break
+        if stop is not None or not blank or i == len(files) - 1:
+            break
+        cut = files[i + 1].file_from_offset
+    return cut, stop, records, bad_record
+
+
+def _with_data_end(queue, cut: int, stop, records: int):
+    """(cut, how far written bytes reach from the cut in its file, stop, records)."""
+    files = queue.files
     # how far written bytes reach in the cut's file (what a cut zeroes)
     mf = queue.find_by_offset(cut) or (files[-1] if cut >= files[-1].file_end_offset else None)
     if mf is not None and cut < mf.file_end_offset:
@@ -346,20 +427,26 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         start_index = abnormal_start_index(files, safe) if files else 0
     else:
         start_index = max(len(files) - 3, 0)
-    cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover)
+    bad_record = []          # a DLedger store: the first kept entry whose record is not valid
+    cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover,
+                                                     dispatch_stop=bad_record)
     walk_from = files[start_index].file_from_offset if files else 0
     result = RecoveryPlan(mode, walk_from, cut, data_end, stop=stop, records_checked=records)
     cut_file = queue.find_by_offset(cut)
     if cut_file is not None:
         result.removed_files = [mf.path for mf in files if mf.file_from_offset > cut_file.file_from_offset]
+    # where the queues end: the cut, or (a crashed DLedger store) the first kept entry whose record
+    # is not valid, where DLedgerCommitLog's abnormal recovery stops dispatching and truncates the
+    # queues (truncateDirtyLogicFiles)
+    queue_end = bad_record[0] if abnormal and bad_record else cut
     max_cq_physic = -1
     pointed = -1             # the furthest any consume queue unit reaches into the commitlog
     for (topic, queue_id), cq in sorted(store.dispatcher.queues.items()):
         end, max_physic, written_end = scan_consume_queue(cq)
         pointed = max(pointed, max_physic)
         keep = end
-        if max_physic >= cut:
-            keep = queue_cut_for(cq, cut, end)
+        if max_physic >= queue_end:
+            keep = queue_cut_for(cq, queue_end, end)
             max_physic = _max_physic_below(cq, keep)
         if keep < written_end:
             reason = "units beyond the commitlog's end" if keep < end else "invalid units after the last valid one"
@@ -372,8 +459,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         end, max_physic, written_end = bq.scan()
         pointed = max(pointed, max_physic)
         keep = end
-        if max_physic > cut:                       # truncateDirtyLogicFiles: units of records at/past the cut
-            keep, max_physic = bq.cut_for(cut, end)
+        if max_physic > queue_end:                 # truncateDirtyLogicFiles: units of records at/past the cut
+            keep, max_physic = bq.cut_for(queue_end, end)
         if keep < written_end:
             reason = "units beyond the commitlog's end" if keep < end else "invalid units after the last valid one"
             result.batch_cuts.append(QueueCut(topic, queue_id, keep, written_end, reason))
@@ -392,6 +479,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         end = dledger.dispatch_end(store.layout, queue)
         if end is not None and end < cut:
             result.dispatch_end = end
+    if bad_record and bad_record[0] < result._dispatch_to:   # and no record past one that is not valid
+        result.dispatch_end = bad_record[0]
     if abnormal:
         result.redispatch_from = walk_from
     else:

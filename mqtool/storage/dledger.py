@@ -450,17 +450,48 @@ def read_ledger(layout, queue) -> Ledger:
     for mf in reversed(files):
         last = None
         for item in walk_entries(mf, is_last=mf is files[-1], resync_after_damage=False):
-            if isinstance(item, Entry):
-                last = item
+            if not isinstance(item, Entry):
+                continue
+            if last is not None and not follows(item.header, last.header):
+                break        # DLedger's recovery ends the data here (index + 1, term never back)
+            last = item
         if last is not None:
             ledger.end_index, ledger.end_term, ledger.data_end = last.header.index, last.header.term, last.end
             break
     if ledger.committed_index >= 0:
-        with IndexUnits(layout.dledger_index_files()) as units:
-            unit = units.unit(ledger.committed_index)
-        if unit is not None and unit.magic == fmt.MAGIC_1:
-            ledger.committed_pos = unit.pos + unit.size
+        ledger.committed_pos = entry_end(layout, queue, ledger.committed_index)
     return ledger
+
+
+def follows(header, before) -> bool:
+    """Does an entry follow the one before it in a ledger, as DLedgerMmapFileStore.recover asks
+    (index one more, term not lower)?  The vectorised form is chain_problems."""
+    return header.index == before.index + 1 and header.term >= before.term
+
+
+def entry_end(layout, queue, index: int) -> int:
+    """The end (pos + size) of entry `index` in the data files of queue, -1 when none holds it.
+    Its index unit says where it is when the entry there agrees (the unit of an entry written just
+    before a crash may be missing or stale: DLedger's recovery rewrites it from the data, so the
+    data is walked then)."""
+    with IndexUnits(layout.dledger_index_files()) as units:
+        unit = units.unit(index)
+    if unit is not None and unit.magic == fmt.MAGIC_1:
+        mf = queue.find_by_offset(unit.pos)
+        if mf is not None:
+            header, why = _header_at(mf.buf, unit.pos - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+            if why is None and (header.index, header.size) == (index, unit.size):
+                return unit.pos + unit.size
+    holding = None     # the last file whose first entry is at or below index
+    for mf in queue.files:
+        header, why = _header_at(mf.buf, 0, mf.file_size, mf.file_from_offset)
+        if why is None and header.index <= index:
+            holding = mf
+    if holding is not None:
+        for item in walk_entries(holding, resync_after_damage=False, is_last=holding is queue.files[-1]):
+            if isinstance(item, Entry) and item.header.index == index:
+                return item.end
+    return -1
 
 
 def dispatch_end(layout, queue) -> int | None:
