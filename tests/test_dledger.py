@@ -600,6 +600,20 @@ def test_recover_ends_the_data_where_dledgers_recovery_ends_it(how, kept, store_
     assert sorted(p.name for p in data_dir(store).iterdir()) == \
         sorted({e["file"] for e in of_type("dledger1", "dledger_entry") if e["pos"] < end})
     assert run_cli("verify-crc", store).code == 0
+    expected = [u[:5] + ((1,) if how == "term-back" and 100 <= u[0] < 150 else u[5:])   # as _crashed wrote them
+                for u in _broker_index_units(kept)]
+    assert _index_units(run_cli, store) == expected     # none past the kept entries
+
+
+def _index_units(run_cli, store):
+    lines = run_cli("dump", store, "dledger", "--json").json_lines()
+    return [(l["slot"], l["magic"], l["pos"], l["size"], l["index"], l["term"])
+            for l in lines if l["type"] == "dledger_index_unit"]
+
+
+def _broker_index_units(count):
+    return [(u["slot"], u["magic"], u["pos"], u["size"], u["index"], u["term"])
+            for u in of_type("dledger1", "dledger_index_unit")][:count]
 
 
 def test_a_torn_last_entry_stays_in_the_ledger_and_its_record_is_not_dispatched(store_copy, run_cli):
@@ -628,7 +642,25 @@ def test_an_index_short_of_the_data_still_says_where_the_committed_entries_end(s
             _patch(path, unit["offset"] * 20, bytes(20))
     assert _ledger_end(run_cli, store) == (199, 298695)
     result = run_cli("recover", store, *SIZES, "--json")
-    assert result.code in (0, 1), result.err
-    (plan,) = [l for l in result.json_lines() if l["type"] == "plan"]
+    assert result.code == 0, result.out
+    (plan,) = result.json_lines()
     assert (plan["cut"], plan["dispatchEnd"]) == (298695, None)
+    assert plan["dledgerIndex"] == {"rewriteFromIndex": 190, "endIndex": 200, "unitsCut": 0}
     assert _units(run_cli, store) == _broker_units("dledger1")
+    assert _index_units(run_cli, store) == _broker_index_units(200)      # written back as DLedger writes them
+
+
+def test_stale_index_units_are_written_from_the_entries_with_the_old_ones_kept(store_copy, run_cli):
+    store = _crashed(store_copy, "index-short")
+    index_file = data_dir(store).parent / "index" / "00000000000000000000"
+    _patch(index_file, 195 * fmt.INDEX_UNIT_SIZE + 24, struct.pack(">q", 7))       # a unit from another term
+    _patch(index_file, 200 * fmt.INDEX_UNIT_SIZE, b"\x00\x00\x00\x01" + bytes(27) + b"\x05")  # one past the end
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.out
+    (plan,) = result.json_lines()
+    assert plan["dledgerIndex"] == {"rewriteFromIndex": 190, "endIndex": 200, "unitsCut": 1}
+    assert _index_units(run_cli, store) == _broker_index_units(200)
+    old_units = bytearray(10 * fmt.INDEX_UNIT_SIZE)
+    old_units[5 * fmt.INDEX_UNIT_SIZE + 24:6 * fmt.INDEX_UNIT_SIZE] = struct.pack(">q", 7)
+    saved = {p.name.rsplit(".", 2)[1]: p.read_bytes() for p in store.glob("quarantine/*/dledger-n0/index/*.bin")}
+    assert saved == {"6080-6400": bytes(old_units), "6400-6432": b"\x00\x00\x00\x01" + bytes(27) + b"\x05"}

@@ -147,7 +147,14 @@ class RecoveryPlan:
     redispatch_from: int = 0
     dispatch_end: int | None = None            # DLedger: the committed entries' end (normal), or the
                                                # first entry whose record is not valid (< cut)
+    dispatch_end_why: str | None = None        # what ends the dispatch at dispatch_end
     stop: Problem | None = None                # why the walk stopped, when it was damage
+    # DLedger: its index units as DLedgerMmapFileStore.recover leaves them: rewritten from the data
+    # from the first kept entry they disagree with ((index, pos) of that entry), and none past the
+    # kept entries' (units_end: their end in the index; units_written: how far written units reach)
+    units_from: tuple | None = None
+    units_end: int | None = None
+    units_written: int = 0
     records_checked: int = 0
     timer: timerview.Dangling | None = None   # pending timer units pointing at or past the cut
     timer_recovery: TimerPlan | None = None     # the broker's timer recovery (5.x timer store)
@@ -158,7 +165,12 @@ class RecoveryPlan:
                     or self.batch_cuts
                     or self.empty_files
                     or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self._dispatch_to
+                    or self.rewrites_units
                     or (self.timer_recovery is not None and self.timer_recovery.changes_anything))
+
+    @property
+    def rewrites_units(self) -> bool:
+        return self.units_end is not None and (self.units_from is not None or self.units_written > self.units_end)
 
     @property
     def _dispatch_to(self) -> int:
@@ -180,6 +192,10 @@ class RecoveryPlan:
             "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
             "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self._dispatch_to - self.redispatch_from),
             "dispatchEnd": self.dispatch_end,
+            "dledgerIndex": None if not self.rewrites_units else {
+                "rewriteFromIndex": self.units_from[0] if self.units_from else None,
+                "endIndex": self.units_end // dledger_format.INDEX_UNIT_SIZE,
+                "unitsCut": max(0, self.units_written - self.units_end) // dledger_format.INDEX_UNIT_SIZE},
             "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
             "timerDangling": self.timer.to_json() if self.timer else None,
             "timerRecovery": self.timer_recovery.to_json() if self.timer_recovery else None,
@@ -274,23 +290,28 @@ def abnormal_start_index(files, safe_time: int) -> int:
     return 0
 
 
-def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop: list | None = None):
+def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop: list | None = None,
+                      units=None, ledger: list | None = None):
     """Walk from file start_index to the first entry that is not a valid record (a record whose
     body CRC fails counts as not valid, with checkCRCOnRecover), with the compiled walk.
 
     A DLedger store's data ends where DLedgerMmapFileStore.recover ends it (ledger_cut): there a
     record that is not valid is kept in its entry (DLedger reads no record), and only ends the
-    broker's dispatch: its entry's offset is appended to dispatch_stop, when given.
+    broker's dispatch: its entry's offset is appended to dispatch_stop, when given.  units (the
+    store's dledger.IndexUnits): the entries are checked against them too, and ledger_cut's
+    LedgerCut is appended to ledger, when given.
 
     Returns (cut, data_end, stop problem or None, records)."""
     files = queue.files
     if not files:
         return 0, 0, None, 0
     if commitlog.is_dledger_file(files[0]):
-        cut, stop, records, bad_record = ledger_cut(queue, start_index, check_crc)
-        if dispatch_stop is not None and bad_record is not None:
-            dispatch_stop.append(bad_record)
-        return _with_data_end(queue, cut, stop, records)
+        found = ledger_cut(queue, start_index, check_crc, units)
+        if dispatch_stop is not None and found.bad_record is not None:
+            dispatch_stop.append(found.bad_record)
+        if ledger is not None:
+            ledger.append(found)
+        return _with_data_end(queue, found.cut, found.stop, found.records)
     import numpy as np  # here, not at the top: commands that never recover
 
     from mqtool.native import fastscan
@@ -336,20 +357,33 @@ def _crc_problem(mf, offset: int) -> Problem:
                    f"body CRC {record.body_crc} stored, {record.computed_body_crc()} computed")
 
 
-def ledger_cut(queue, start_index: int, check_crc: bool):
+@dataclass
+class LedgerCut:
+    """What DLedgerMmapFileStore.recover makes of a DLedger store's data (ledger_cut)."""
+
+    cut: int                          # where the data ends
+    stop: Problem | None = None       # the entry it does not accept there, if any
+    records: int = 0                  # entries walked
+    bad_record: int | None = None     # the first kept entry whose record is not valid
+    last_index: int = -1              # the last kept entry's index
+    unit_mismatch: tuple | None = None   # (index, pos) of the first kept entry its index unit disagrees with
+
+
+def ledger_cut(queue, start_index: int, check_crc: bool, units=None) -> LedgerCut:
     """Where DLedgerMmapFileStore.recover ends a DLedger store's data, walking from file
     start_index: at the first entry it does not accept (walk_entries' checks: magic, size, pos
     field, body length; a blank moves on to the next file, zeros end the data) and, from its own
     first file (the third-last) on, at the first entry whose index is not the one before's + 1
-    or whose term is lower.  Entries are kept whatever their bodies hold.  Returns (cut, stop
-    problem or None, records, the offset of the first entry whose record is not valid, or None)."""
+    or whose term is lower.  Entries are kept whatever their bodies hold.  units (IndexUnits):
+    from that file on, the first kept entry its unit disagrees with (DLedger rewrites the units
+    from there)."""
     import numpy as np  # here, not at the top: commands that never recover
 
     from mqtool.native import fastscan
     files = queue.files
     ledger_from = max(len(files) - 3, 0)
-    cut = files[start_index].file_from_offset
-    records, stop, bad_record, prev = 0, None, None, None
+    found = LedgerCut(files[start_index].file_from_offset)
+    cut, records, stop, bad_record, prev = found.cut, 0, None, None, None
     for i in range(start_index, len(files)):
         mf = files[i]
         blank = False
@@ -377,6 +411,9 @@ def ledger_cut(queue, start_index: int, check_crc: bool):
                     bad = np.flatnonzero(~crc_ok[:rows])
                     if bad_record is None and len(bad):
                         bad_record = int(pos[bad[0]])
+                    if units is not None and found.unit_mismatch is None and i >= ledger_from:
+                        found.unit_mismatch = _unit_mismatch(units, pos[:rows], ends[:rows], index[:rows],
+                                                             term[:rows])
                 if broken:
                     _, kind, message, _, _ = min(broken)
                     cut = int(pos[rows])
@@ -395,7 +432,21 @@ def ledger_cut(queue, start_index: int, check_crc: bool):
         if stop is not None or not blank or i == len(files) - 1:
             break
         cut = files[i + 1].file_from_offset
-    return cut, stop, records, bad_record
+    found.cut, found.stop, found.records, found.bad_record = cut, stop, records, bad_record
+    found.last_index = prev[0] if prev else -1
+    return found
+
+
+def _unit_mismatch(units, pos, ends, index, term):
+    """(index, pos) of the first of these entries whose index unit is missing or disagrees with
+    it (magic, pos, size, index, term: what DLedgerMmapFileStore.recover compares), or None."""
+    import numpy as np
+
+    unit = dledger.gather_units(units, index)
+    ok = unit["present"] & (unit["magic"] == dledger_format.MAGIC_1) & (unit["pos"] == pos) & \
+        (unit["size"] == ends - pos) & (unit["index"] == index) & (unit["term"] == term)
+    bad = np.flatnonzero(~ok)
+    return (int(index[bad[0]]), int(pos[bad[0]])) if len(bad) else None
 
 
 def _with_data_end(queue, cut: int, stop, records: int):
@@ -427,11 +478,21 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         start_index = abnormal_start_index(files, safe) if files else 0
     else:
         start_index = max(len(files) - 3, 0)
-    bad_record = []          # a DLedger store: the first kept entry whose record is not valid
-    cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover,
-                                                     dispatch_stop=bad_record)
+    bad_record, ledger = [], []    # a DLedger store: the first kept entry whose record is not valid; LedgerCut
+    units = dledger.IndexUnits(store.layout.dledger_index_files()) if store.layout.is_dledger() else None
+    try:
+        cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover,
+                                                         dispatch_stop=bad_record, units=units, ledger=ledger)
+        written = _units_written(units) if units is not None else 0
+    finally:
+        if units is not None:
+            units.close()
     walk_from = files[start_index].file_from_offset if files else 0
     result = RecoveryPlan(mode, walk_from, cut, data_end, stop=stop, records_checked=records)
+    if ledger:
+        result.units_from = ledger[0].unit_mismatch
+        result.units_end = (ledger[0].last_index + 1) * dledger_format.INDEX_UNIT_SIZE
+        result.units_written = written
     cut_file = queue.find_by_offset(cut)
     if cut_file is not None:
         result.removed_files = [mf.path for mf in files if mf.file_from_offset > cut_file.file_from_offset]
@@ -479,8 +540,11 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         end = dledger.dispatch_end(store.layout, queue)
         if end is not None and end < cut:
             result.dispatch_end = end
+            result.dispatch_end_why = f"the committed DLedger entries; {cut - end:,} bytes of uncommitted ones follow"
     if bad_record and bad_record[0] < result._dispatch_to:   # and no record past one that is not valid
         result.dispatch_end = bad_record[0]
+        result.dispatch_end_why = (f"the DLedger entry at {bad_record[0]} holds no valid record: the broker's "
+                                   "dispatch stops there, DLedger keeps the entry")
     if abnormal:
         result.redispatch_from = walk_from
     else:
@@ -603,6 +667,8 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     queue.truncate_dirty_files(p.cut, remove=lambda f: quarantine.move_file(
         f.path, f"commitlog file beyond the recovery cut at {p.cut}"))
     queue.set_where(p.cut)
+    if p.rewrites_units:     # a DLedger store's index units, as its recovery leaves them
+        _apply_units(store, p, quarantine)
     # 2. consume queues
     for qc in p.queue_cuts:
         _cut_files(store.dispatcher.queue(qc.topic, qc.queue_id, create=False).files, qc, UNIT_SIZE,
@@ -636,6 +702,61 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
         from mqtool.engine.redispatch import redispatch
 
         redispatch(queue, store.dispatcher, p.redispatch_from, p._dispatch_to, store.config.delay_levels_ms())
+
+
+def _units_written(units) -> int:
+    """How far written (non-zero) index units reach in a DLedger store's index files."""
+    for mf in reversed(units.queue.files):
+        end = mappedfile.written_end(mf.buf, 0, min(mf.file_size, mf.data_end), dledger_format.INDEX_UNIT_SIZE)
+        if end:
+            return mf.file_from_offset + end
+    return 0
+
+
+def _apply_units(store, p: RecoveryPlan, quarantine) -> None:
+    """DLedgerMmapFileStore.recover's index: from the first kept entry its unit disagrees with on,
+    each kept entry's unit written from its header; units past the kept entries zeroed, and index
+    files past them moved out (DLedger deletes them).  The bytes replaced go to the quarantine."""
+    size = dledger_format.INDEX_UNIT_SIZE
+    with dledger.IndexUnits(store.layout.dledger_index_files(), writable=True) as units:
+        index_files = units.queue
+        if p.units_from is not None:
+            first_index, pos = p.units_from
+            low, high = first_index * size, p.units_end
+            for mf in index_files.files:
+                start, end = max(low, mf.file_from_offset), min(high, mf.file_end_offset, p.units_written)
+                if end > start:
+                    quarantine.save_range(mf.path, mf.buf, start - mf.file_from_offset, end - mf.file_from_offset,
+                                          f"DLedger index units from entry {first_index} on, rewritten from the data")
+            for entry in _kept_entries(store.commitlog_queue, pos, p.cut):
+                h = entry.header
+                mf = index_files.find_by_offset(h.index * size)
+                if mf is None:       # no index file holds it (DLedger would create one): left to it
+                    break
+                at = h.index * size - mf.file_from_offset
+                mf.buf[at:at + size] = dledger_format.encode_index_unit(
+                    dledger_format.IndexUnit(h.magic, entry.offset, h.size, h.index, h.term))
+        mf = index_files.find_by_offset(p.units_end)
+        if mf is not None and p.units_written > p.units_end:
+            start, end = p.units_end - mf.file_from_offset, min(p.units_written, mf.file_end_offset) - mf.file_from_offset
+            quarantine.save_range(mf.path, mf.buf, start, end, f"DLedger index units past the last kept entry")
+            mf.buf[start:end] = bytes(end - start)
+        index_files.truncate_dirty_files(p.units_end, remove=lambda f: quarantine.move_file(
+            f.path, "DLedger index file past the last kept entry"))
+        for mf in index_files.files:
+            mf.flush(0)
+
+
+def _kept_entries(queue, pos: int, cut: int):
+    """The DLedger entries from offset pos (an entry's) to the cut, in order."""
+    for mf in queue.files:
+        if mf.file_end_offset <= pos or mf.file_from_offset >= cut:
+            continue
+        start = max(pos - mf.file_from_offset, 0)
+        for item in dledger.walk_entries(mf, start=start, stop=min(cut - mf.file_from_offset, mf.file_size),
+                                         resync_after_damage=False, aligned=True):
+            if isinstance(item, dledger.Entry):
+                yield item
 
 
 def _set_queue_end(cq, end: int) -> None:

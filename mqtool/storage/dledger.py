@@ -267,12 +267,13 @@ def read_state(directory: Path) -> State:
 class IndexUnits:
     """The entry index files (DLedger's `index/`): unit i at byte i * 32 across the files."""
 
-    def __init__(self, files, file_size: int | None = None):
-        """files: the index files (layout.dledger_index_files())."""
+    def __init__(self, files, file_size: int | None = None, writable: bool = False):
+        """files: the index files (layout.dledger_index_files()); writable: for recover, which
+        writes the units DLedger's recovery writes."""
         files = sorted(files, key=lambda f: f.name)
         sizes = [f.size for f in files if f.size]
         size = file_size or (max(set(sizes), key=sizes.count) if sizes else fmt.INDEX_FILE_SIZE)
-        self.queue = MappedFileQueue([f.path for f in files], size, writable=False, strict=False)
+        self.queue = MappedFileQueue([f.path for f in files], size, writable=writable, strict=False)
 
     def unit(self, index: int) -> fmt.IndexUnit | None:
         """The unit of entry index, None when no file holds its bytes."""
