@@ -664,3 +664,13 @@ def test_stale_index_units_are_written_from_the_entries_with_the_old_ones_kept(s
     old_units[5 * fmt.INDEX_UNIT_SIZE + 24:6 * fmt.INDEX_UNIT_SIZE] = struct.pack(">q", 7)
     saved = {p.name.rsplit(".", 2)[1]: p.read_bytes() for p in store.glob("quarantine/*/dledger-n0/index/*.bin")}
     assert saved == {"6080-6400": bytes(old_units), "6400-6432": b"\x00\x00\x00\x01" + bytes(27) + b"\x05"}
+
+
+def test_verify_says_once_that_an_entry_has_no_index_unit_yet(store_copy, run_cli):
+    """A unit of zeros was never written (a crash between the data and the index): one finding per
+    entry, not one per field the zeros disagree with."""
+    store = _crashed(store_copy, "index-short")
+    verify = run_cli("verify-crc", store, "--scope", "commitlog", "--json")
+    problems = [(l["kind"], l["offset"], l["message"]) for l in verify.json_lines() if l["type"] == "problem"]
+    assert problems == [("index-unit-mismatch", _entry("dledger1", i)["pos"], f"entry {i}: no index unit")
+                        for i in range(190, 200)]

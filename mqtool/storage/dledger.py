@@ -394,10 +394,11 @@ def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
         return []
     found = chain_problems(index, headers["term"], prev)
     unit = gather_units(units, index)
-    for row in np.flatnonzero(~unit["present"]):
+    written = unit["present"] & ((unit["magic"] != 0) | (unit["size"] != 0) | (unit["pos"] != 0))
+    for row in np.flatnonzero(~written):      # no index file holds it, or zeros: not written (yet)
         found.append((int(row), "index-unit-mismatch", f"entry {index[row]}: no index unit", None, None))
     for name in ("magic", "size", "index", "term", "pos"):
-        for row in np.flatnonzero(unit["present"] & (unit[name] != headers[name])):
+        for row in np.flatnonzero(written & (unit[name] != headers[name])):
             found.append((int(row), "index-unit-mismatch",
                           f"entry {index[row]}: index unit {name} {unit[name][row]} != the entry's {headers[name][row]}",
                           int(headers[name][row]), int(unit[name][row])))
