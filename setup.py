@@ -3,7 +3,7 @@ package (a wheel, a source install or an editable install) so that nothing compi
 
 - the numba kernels, ahead of time with numba.pycc: one extension module per kernel family
   (mqtool/native/aot.py says which kernels, from which sources), built two or more at once;
-- the JVM reader's jar (mqtool/pipeline/jvmreader.py), where a JDK is found: package data.
+- the JVM reader's jar (mqtool/pipeline/spark/jvmreader.py), where a JDK is found: package data.
 
 MQTOOL_AOT=0 builds neither kernels (they are then compiled at first use, into numba's cache);
 MQTOOL_AOT_CPU names the CPU the kernels are built for ("" by default: the architecture's
@@ -91,12 +91,12 @@ class BuildCompiled(build_ext):
         return True
 
     def _jar(self):
-        from mqtool.pipeline import jvmreader
+        from mqtool.pipeline.spark import jvmreader
 
         if os.environ.get("MQTOOL_BUILD_JAR", "1") == "0":
             return None
-        built, why = jvmreader.build_shipped(self._package_dir("mqtool.pipeline"), reuse=os.path.join(ROOT, "mqtool",
-                                                                                                       "pipeline"))
+        built, why = jvmreader.build_shipped(self._package_dir("mqtool.pipeline.spark"),
+                                             reuse=os.path.join(ROOT, "mqtool", "pipeline", "spark"))
         if built is None:
             print(f"mqtool: the JVM reader's jar is not built: {why}", file=sys.stderr)
         else:

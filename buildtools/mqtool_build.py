@@ -2,7 +2,7 @@
 
 The compiled kernels (mqtool/native/aot.py) are built with numba, so numba (and what importing
 the kernel modules needs) is in every build's requirements (pyproject.toml).  The JVM reader's
-jar (mqtool/pipeline/jvmreader.py) is compiled against Spark's jars: pyspark joins the build's
+jar (mqtool/pipeline/spark/jvmreader.py) is compiled against Spark's jars: pyspark joins the build's
 requirements only where a JDK (javac) can build it; elsewhere the package is built without the
 jar and format("rocketmq") builds it at first use, or is the Python data source.
 """

@@ -1,7 +1,15 @@
-"""`mqtool.sparksource`, as documented: the same module as mqtool.pipeline.sparksource."""
+"""`mqtool.sparksource`, as documented: the names a Spark user needs, from mqtool.pipeline.spark."""
 
-import sys
+from mqtool.pipeline.spark.engine import SparkEngine
+from mqtool.pipeline.spark.session import register, session
+from mqtool.pipeline.spark.sources import (
+    CQ_FORMAT,
+    FORMAT,
+    PYTHON_CQ_FORMAT,
+    PYTHON_FORMAT,
+    ConsumeQueueDataSource,
+    RocketMQDataSource,
+)
 
-from mqtool.pipeline import sparksource as _sparksource
-
-sys.modules[__name__] = _sparksource
+__all__ = ["CQ_FORMAT", "FORMAT", "PYTHON_CQ_FORMAT", "PYTHON_FORMAT", "ConsumeQueueDataSource",
+           "RocketMQDataSource", "SparkEngine", "register", "session"]

@@ -237,3 +237,35 @@ def test_jit_code_that_calls_a_built_kernel_still_compiles(extracted, monkeypatc
     built = fastscan.scan(buf, 0, len(buf), 0, True, 1 << 12, parse_props=True)
     assert jitted.count == built.count > 0
     assert all(np.array_equal(jitted.parsed[k], built.parsed[k]) for k in built.parsed)
+
+
+def test_the_sources_digest_covers_every_module_the_kernels_compile_code_from():
+    """A family's built module holds every numba function its kernels call, wherever it is defined
+    (formats/primitives.py's byte rules, jit.py's intrinsics): each such module must be among
+    aot.SOURCES, or a change to it would leave the built kernels stale with no one noticing."""
+    import inspect
+    import os
+
+    from numba.core.dispatcher import Dispatcher
+    from numba.core.extending import _Intrinsic
+
+    def compiled_from(module):
+        for value in vars(module).values():
+            value = getattr(value, "jit", value)          # a Built kernel: its JIT dispatcher
+            if isinstance(value, Dispatcher):
+                yield value.py_func
+            elif isinstance(value, _Intrinsic):
+                yield value._defn
+
+    seen, todo = set(), [importlib.import_module(name) for name, _ in aot.FAMILIES.values()]
+    while todo:
+        module = todo.pop()
+        for func in compiled_from(module):
+            if not func.__module__.startswith("mqtool."):
+                continue                                   # numba's own
+            path = os.path.relpath(inspect.getsourcefile(func), aot.ROOT)
+            if path not in seen:
+                seen.add(path)
+                todo.append(importlib.import_module(func.__module__))
+    assert "mqtool/formats/primitives.py" in seen
+    assert seen <= set(aot.SOURCES), sorted(seen - set(aot.SOURCES))

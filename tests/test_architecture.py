@@ -118,14 +118,24 @@ def test_only_the_cli_layer_imports_click_or_rich():
     assert offenders == []
 
 
-def test_only_sparksource_imports_pyspark():
+SPARK = "mqtool.pipeline.spark"     # the only package that imports pyspark (and what re-exports it)
+
+
+def _is_spark(name: str) -> bool:
+    return name.startswith(SPARK + ".") or name == "mqtool.sparksource"
+
+
+def test_only_the_spark_package_imports_pyspark():
     importers = sorted(name for name, path in MODULES.items()
                        if re.search(r"^\s*(from|import) pyspark", path.read_text(encoding="utf-8"), re.M))
-    assert importers == ["mqtool.pipeline.sparksource"]
+    assert importers and all(name.startswith(SPARK + ".") for name in importers), importers
+    outside = sorted(f"{name} imports {target}" for name, targets in GRAPH.items() if not _is_spark(name)
+                     for target in targets if _is_spark(target))
+    assert outside == []     # open_engine names the Spark engine, and loads it only for --engine spark
 
 
 def test_the_library_loads_neither_click_nor_rich():
-    library = [name for name in MODULES if layer_of(name) in LIBRARY and not name.endswith(".sparksource")]
+    library = [name for name in MODULES if layer_of(name) in LIBRARY and not _is_spark(name)]
     code = ("import importlib, sys\n"
             f"for name in {library!r}: importlib.import_module(name)\n"
             "print(sorted(m for m in ('click', 'rich', 'pyspark') if m in sys.modules))")

@@ -112,3 +112,38 @@ def test_sys_flag_bits():
     assert stored_message({**base, "bornHost": "10.0.0.1:1", "sysFlag": 2, "compress": "zstd"}).sys_flag == 0x203
     assert stored_message({**base, "sysFlag": 8}).sys_flag == 8  # given bits kept without "transaction"
     assert stored_message({**base, "sysFlag": 8, "transaction": "rollback"}).sys_flag == 12
+
+
+# DELAY as Integer.parseInt reads it (Message.getDelayTimeLevel; CommitLog.checkMessageAndReturnSize):
+# an optional sign and decimal digits of any script (Character.digit), within int's range.  What
+# it throws on (spaces, underscores, out of range, no number) is no delay here: Python's int()
+# took " 3", "1_0" and 2147483648.
+DELAYS = [("3", 3), ("+3", 3), ("\uff13", 3), ("0", 0), ("-3", 0), (" 3", 0), ("3 ", 0), ("1_0", 0),
+          ("2147483648", 0), ("99999999999999999999", 0), ("", 0), ("3.0", 0), ("+", 0), ("x", 0)]
+
+
+@pytest.mark.parametrize("text, level", DELAYS)
+def test_the_store_reads_delay_as_integer_parse_int(text, level):
+    got = stored_message({"topic": "T", "queueId": 1, "tags": "t", "properties": {"DELAY": text}})
+    assert (got.topic, got.delay_level) == ((SCHEDULE_TOPIC, level) if level else ("T", 0))
+
+
+@pytest.mark.parametrize("text, level", DELAYS)
+def test_dispatch_reads_delay_as_integer_parse_int(text, level, extracted):
+    """A SCHEDULE_TOPIC_XXXX record's tags code is its delivery time for a DELAY level Java reads,
+    else its tags' hash code."""
+    from mqtool.formats.javastr import tags_code
+    from mqtool.storage import commitlog
+    from mqtool.storage.dispatchrequest import from_record
+    from mqtool.storage.settings import open_layout
+
+    queue = commitlog.open_queue(open_layout(str(extracted("features")), None, ()))
+    try:
+        record = next(e for e in commitlog.walk(queue) if getattr(e, "topic", None) == SCHEDULE_TOPIC)
+    finally:
+        queue.close()
+    levels = [1000 * (k + 1) for k in range(18)]
+    properties = {**record.properties, "DELAY": text}
+    got = from_record(record, levels, properties).tags_code
+    expected = record.store_timestamp + levels[level - 1] if level else tags_code(properties.get("TAGS"))
+    assert got == expected

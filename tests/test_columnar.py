@@ -12,14 +12,17 @@ from crafted import bad_utf8, store_of
 
 from conftest import ALL_FIXTURES
 from mqtool.native import columnar
-from mqtool.pipeline import engines as pipeline
+from mqtool.forensics.filters import Filters
+from mqtool.pipeline import plan
+from mqtool.pipeline import rows as part_rows
+from mqtool.pipeline import schema as row_schema
 
 pa = pytest.importorskip("pyarrow")
 from mqtool.pipeline.arrow import arrow_schema, block_to_arrow, to_arrow  # noqa: E402
 
 
 def reference_table(part, with_body, schema, filters=None):
-    rows = list(pipeline.rows(part, filters, with_body=with_body, with_problems=True))
+    rows = list(part_rows.rows(part, filters, with_body=with_body, with_problems=True))
     return to_arrow(rows, schema) if rows else schema.empty_table()
 
 
@@ -27,9 +30,9 @@ def columnar_table(part, with_body, schema, rows, filters=None, columns=None):
     """row_blocks' pieces as a table of schema's columns (columns: those asked of row_blocks)."""
     from mqtool.forensics.rowblocks import Block
 
-    full = arrow_schema(pipeline.columns(with_body))
+    full = arrow_schema(row_schema.columns(with_body))
     batches = []
-    for piece in pipeline.row_blocks(part, filters, with_body=with_body, with_problems=True, rows=rows,
+    for piece in part_rows.row_blocks(part, filters, with_body=with_body, with_problems=True, rows=rows,
                                      columns=columns):
         batches.append(block_to_arrow(piece, part, schema) if isinstance(piece, Block)
                        else to_arrow(piece, full).select(schema.names))
@@ -38,12 +41,12 @@ def columnar_table(part, with_body, schema, rows, filters=None, columns=None):
 
 def assert_same_columns(store, with_body, rows=1 << 14, filters=None, columns=None):
     """The columnar path's rows equal the reference rows; columns: only those, asked for by name."""
-    schema = arrow_schema([c for c in pipeline.columns(with_body) if columns is None or c[0] in columns])
-    parts = pipeline.commitlog_parts(pipeline.find_stores([store]), filters)
+    schema = arrow_schema([c for c in row_schema.columns(with_body) if columns is None or c[0] in columns])
+    parts = plan.commitlog_parts(plan.find_stores([store]), filters)
     assert parts
     compared = 0
     for part in parts:
-        want = reference_table(part, with_body, arrow_schema(pipeline.columns(with_body)), filters)
+        want = reference_table(part, with_body, arrow_schema(row_schema.columns(with_body)), filters)
         want = want.select(schema.names)
         got = columnar_table(part, with_body, schema, rows, filters, columns)
         assert got.num_rows == want.num_rows, part.display
@@ -83,7 +86,7 @@ def test_scanned_columns_of_crafted_records(crafted, monkeypatch):
 
 
 def test_filters_pick_the_same_rows(extracted):
-    filters = pipeline.Filters.from_options(["OrderTopic"], queue_ids=[1, 2], since="1", offset_from=70000)
+    filters = Filters.from_options(["OrderTopic"], queue_ids=[1, 2], since="1", offset_from=70000)
     assert assert_same_columns(extracted("multifile"), False, filters=filters) > 0
 
 
@@ -165,13 +168,13 @@ def assert_stats_equal_reference(name, store):
 
     from mqtool.pipeline import storestats
 
-    parts = pipeline.commitlog_parts(pipeline.find_stores([f"{name}={store}"]))
+    parts = plan.commitlog_parts(plan.find_stores([f"{name}={store}"]))
     got = storestats.merge(storestats.scan(p) for p in parts)
-    names = [n for n, _ in pipeline.columns()]
+    names = [n for n, _ in row_schema.columns()]
     at = {n: names.index(n) for n in names}
     want: dict = {}
     for part in parts:
-        for row in pipeline.rows(part):
+        for row in part_rows.rows(part):
             if not row[at["ok"]]:
                 continue
             g = want.setdefault((name, row[at["topic"]], row[at["queueId"]]),
@@ -191,7 +194,7 @@ def assert_stats_equal_reference(name, store):
                                                                  max(w["times"])), key
         assert agg.sizes == w["sizes"] and agg.hours == w["hours"], key
         assert agg.distinct_keys() == len(w["keys"]), key
-    counts = [pipeline.count_entries(p) for p in parts]
+    counts = [part_rows.count_entries(p) for p in parts]
     store = got.stores[name]
     assert (store.records, store.blanks, store.problems, store.damaged_records) == (
         sum(c.records for c in counts), sum(c.blanks for c in counts), sum(c.problems for c in counts),
@@ -201,9 +204,9 @@ def assert_stats_equal_reference(name, store):
 def test_stats_of_crafted_records(crafted):
     from mqtool.pipeline import storestats
 
-    parts = pipeline.commitlog_parts(pipeline.find_stores([crafted]))
+    parts = plan.commitlog_parts(plan.find_stores([crafted]))
     got = storestats.merge(storestats.scan(p) for p in parts)
-    ok = [r for p in parts for r in pipeline.rows(p) if r[-2]]
+    ok = [r for p in parts for r in part_rows.rows(p) if r[-2]]
     assert sum(a.messages for a in got.queues.values()) == len(ok) < len(CASES)
     (store,) = got.stores.values()
     assert store.damaged_records == len(CASES) - len(ok)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from mqtool.forensics.verify import kernels
+from mqtool.formats import consumequeue
 from mqtool.formats import index as index_format
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.javastr import index_key_hash, java_hash
@@ -260,7 +261,6 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
     """check_units_scanned and check_entries_scanned give check_units' and check_entries' codes
     for every unit and entry of the store, and for wrong ones: pointing inside records, of
     another size, tags code, queue, queue offset or topic, with other key hashes."""
-    from mqtool.forensics import verify
     from mqtool.storage.indexfile import IndexFile
 
     store = _doctored(store_copy) if name == "doctored" else extracted(name)
@@ -276,9 +276,9 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
     try:
         for topic, queue_id, directory in layout.consume_queues():
             for path in sorted(directory.iterdir()):
-                units = np.frombuffer(path.read_bytes(), dtype=verify.UNIT_DTYPE)
+                units = np.frombuffer(path.read_bytes(), dtype=consumequeue.unit_dtype())
                 rows = np.flatnonzero(units["size"] > 0)
-                offsets, sizes, tags = (units[k][rows].astype(np.int64) for k in ("offset", "size", "tags"))
+                offsets, sizes, tags = (units[k][rows].astype(np.int64) for k in ("commitLogOffset", "size", "tagsCode"))
                 logical = int(path.name) // 20 + rows
                 cases = [(offsets, sizes, tags, logical, topic, queue_id), (offsets + 1, sizes, tags, logical, topic,
                          queue_id), (offsets - 4, sizes, tags, logical, topic, queue_id),
@@ -306,9 +306,9 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
             ix = IndexFile(info.path, slots, index_num)
             try:
                 count = ix.header().index_count
-                entries = np.frombuffer(ix.buf, dtype=verify.ENTRY_DTYPE, count=count,
+                entries = np.frombuffer(ix.buf, dtype=index_format.entry_dtype(), count=count,
                                         offset=index_format.entry_position(slots, 0))[1:]
-                hashes, phy = entries["hash"].astype(np.int64), entries["phy"].astype(np.int64)
+                hashes, phy = entries["keyHash"].astype(np.int64), entries["phyOffset"].astype(np.int64)
             finally:
                 ix.close()
             for hs, ph in [(hashes, phy), (hashes ^ 1, phy), (hashes, phy + 1), (hashes[::-1], phy[::-1])]:

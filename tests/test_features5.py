@@ -186,11 +186,13 @@ def test_stats_lists_the_batch_queues(extracted, run_cli):
 
 def test_the_queue_rows_of_the_spark_source_hold_every_batch_unit(extracted):
     """format("rocketmq_cq") (both readers ask pipeline.queue_parts / queue_rows for their rows)."""
-    from mqtool.pipeline import engines
+    from mqtool.pipeline import plan
+    from mqtool.pipeline import rows as part_rows
+    from mqtool.pipeline import schema as row_schema
 
-    stores = engines.find_stores([f"batchcq5={extracted('batchcq5')}"])
-    cols = [name for name, _ in engines.CQ_COLUMNS]
-    rows = [dict(zip(cols, row)) for part in engines.queue_parts(stores) for row in engines.queue_rows(part)]
+    stores = plan.find_stores([f"batchcq5={extracted('batchcq5')}"])
+    cols = [name for name, _ in row_schema.CQ_COLUMNS]
+    rows = [dict(zip(cols, row)) for part in plan.queue_parts(stores) for row in part_rows.queue_rows(part)]
     mine = sorted((r["topic"], r["queueId"], r["queueOffset"], r["commitLogOffset"], r["size"], r["tagsCode"],
                    r["cqType"], r["batchSize"]) for r in rows if r["ok"])
     theirs = sorted([(u["topic"], u["queueId"], u["msgBaseOffset"], u["commitLogOffset"], u["size"], u["tagsCode"],

@@ -137,12 +137,13 @@ def test_dump_json_in_blocks_of_a_few_records(crafted, extracted, run_cli, monke
 
 def _expected_export(parts, with_body):
     """topic -> {file name: the JSON lines of the reference rows}, as Spark's JSON writer writes rows."""
-    from mqtool.pipeline import engines as pipeline
+    from mqtool.pipeline import rows as part_rows
+    from mqtool.pipeline import schema as row_schema
 
-    names = [name for name, _ in pipeline.columns(with_body)]
+    names = [name for name, _ in row_schema.columns(with_body)]
     want: dict = {}
     for part in parts:
-        for row in pipeline.rows(part, with_body=with_body):
+        for row in part_rows.rows(part, with_body=with_body):
             obj = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v)
                    for k, v in zip(names, row) if v is not None and k != "topic"}
             files = want.setdefault(row[names.index("topic")], {})
@@ -153,11 +154,10 @@ def _expected_export(parts, with_body):
 
 @pytest.mark.parametrize("with_body", [False, True])
 def test_export_jsonl_is_what_the_reference_rows_give(with_body, crafted, extracted, tmp_path):
-    from mqtool.pipeline import engines as pipeline
-    from mqtool.pipeline import exporter
+    from mqtool.pipeline import exporter, plan
 
     for k, store in enumerate([crafted] + [extracted(name) for name in ALL_FIXTURES]):
-        parts = pipeline.commitlog_parts(pipeline.find_stores([store]))
+        parts = plan.commitlog_parts(plan.find_stores([store]))
         out = tmp_path / f"out{k}"
         for part in parts:
             exporter.export_part(part, str(out), "jsonl", with_body)

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mqtool.pipeline import engines as pipeline
+from mqtool.forensics.filters import Filters
+from mqtool.pipeline import plan
+from mqtool.pipeline import rows as part_rows
+from mqtool.pipeline import schema as row_schema
+from mqtool.pipeline.local import LocalEngine
 from mqtool.pipeline import exporter
 from mqtool.storage import commitlog
 
@@ -125,7 +129,7 @@ def test_local_export_jsonl_is_the_same_with_one_or_more_processes(extracted, ru
 
 
 def test_local_export_parquet_reads_back_as_the_reference_rows(extracted, run_cli, tmp_path):
-    """What pyarrow reads from the files is what the reference walker gives (pipeline.rows), with
+    """What pyarrow reads from the files is what the reference walker gives (pipeline.rows.rows), with
     the topic from the directory; the summary times the export and the loading before it apart."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -137,7 +141,7 @@ def test_local_export_parquet_reads_back_as_the_reference_rows(extracted, run_cl
         assert result.code == 0, result.err
         (summary,) = result.json_lines()
         assert summary["seconds"] > 0 and summary["loadSeconds"] >= 0
-        cols = [n for n, _ in pipeline.columns(True)]
+        cols = [n for n, _ in row_schema.columns(True)]
         topics = {exporter.topic_dir(Path(""), topic).name: topic for topic in summary["topics"]}
         got = []
         for path in out.glob("topic=*/*.parquet"):
@@ -146,8 +150,8 @@ def test_local_export_parquet_reads_back_as_the_reference_rows(extracted, run_cl
                 row["topic"] = topics[path.parent.name]
                 row["properties"] = dict(row["properties"]) if row["properties"] is not None else None
                 got.append(tuple(row[c] for c in cols))
-        want = [row for part in pipeline.commitlog_parts(pipeline.find_stores([str(store)]))
-                for row in pipeline.rows(part, with_body=True)]
+        want = [row for part in plan.commitlog_parts(plan.find_stores([str(store)]))
+                for row in part_rows.rows(part, with_body=True)]
         key = lambda row: row[cols.index("commitLogOffset")]  # noqa: E731
         assert sorted(got, key=key) == sorted(want, key=key)
         assert len(got) == summary["rows"] and sum(not row[cols.index("ok")] for row in got) == summary["damagedRows"]
@@ -180,7 +184,7 @@ def test_store_arguments(extracted, run_cli, tmp_path):
 
 
 def test_filters_follow_sql_semantics():
-    f = pipeline.Filters()
+    f = Filters()
     assert f.push("in", "topic", ("A", "B", None))
     assert f.push("eq", "topic", "B")
     assert f.topics == {"B"}
@@ -204,9 +208,9 @@ def test_partition_names_are_escaped_as_spark_escapes_them():
 
 def test_per_file_counts_add_up_to_the_walk(extracted):
     for name in ("crash", "garbage-tail"):
-        stores = pipeline.find_stores([extracted(name)])
-        parts = pipeline.commitlog_parts(stores)
-        counts = pipeline.LocalEngine(2).map(pipeline.count_entries, parts)
+        stores = plan.find_stores([extracted(name)])
+        parts = plan.commitlog_parts(stores)
+        counts = LocalEngine(2).map(part_rows.count_entries, parts)
         # the data ends where the walk says (an empty pre-created file after it ends too)
         end = [c.data_end for c in counts if c.data_end is not None]
         with commitlog.open_queue(stores[0].layout()) as queue:

@@ -19,8 +19,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from mqtool.pipeline import engines as pipeline
-from mqtool.pipeline import jvmreader, rowserver
+from mqtool.pipeline.plan import commitlog_parts, find_stores
+from mqtool.pipeline.spark import jvmreader, rowserver
 
 from pipeline_expect import broker_records
 
@@ -33,7 +33,7 @@ STORE_SIZE = [["storeSize", "int"]]
 def server(tmp_path):
     """A row server with two workers: (its process, its socket path)."""
     path = str(tmp_path / "socket")
-    proc = subprocess.Popen([sys.executable, "-m", "mqtool.pipeline.rowserver", path, "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool.pipeline.spark.rowserver", path, "2"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"ready\n"
     yield proc, path
@@ -80,7 +80,7 @@ def test_plan_and_reads_give_the_pipelines_rows(server, extracted):
     store = extracted("multifile")
     columns = [["topic", "string"], ["storeSize", "int"], ["commitLogOffset", "bigint"]]
     planned = plan(path, store, columns)
-    parts = pipeline.commitlog_parts(pipeline.find_stores([str(store)]))
+    parts = commitlog_parts(find_stores([str(store)]))
     assert len(planned["parts"]) == len(parts) > 1
     got = []
     for part in planned["parts"]:
@@ -134,7 +134,7 @@ def test_parts_are_versioned_json_and_a_peer_of_another_version_is_refused(serve
     parts = [json.loads(p) for p in planned["parts"]]
     files = sorted(str(f) for f in (store / "commitlog").iterdir())
     assert [(p["v"], p["part"], p["path"]) for p in parts] == [(rowserver.PROTOCOL, "commitlog", f) for f in files]
-    assert rowserver.read_part(planned["parts"][0]) == pipeline.commitlog_parts(pipeline.find_stores([str(store)]))[0]
+    assert rowserver.read_part(planned["parts"][0]) == commitlog_parts(find_stores([str(store)]))[0]
     refused = (f"mqtool's row server speaks protocol {rowserver.PROTOCOL}, and got a request of protocol 1: "
                "run the same mqtool on the driver and the executors")
     for version in (None, 1):        # a JVM reader of the pickled protocol sends no version
@@ -184,7 +184,7 @@ def test_a_connection_that_waits_on_busy_workers_gets_one_more(tmp_path, run_cli
                        tmp_path / "big.jsonl")
     assert appended.code == 0, appended.err
     path = str(tmp_path / "socket")
-    proc = subprocess.Popen([sys.executable, "-m", "mqtool.pipeline.rowserver", path, "1"],
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool.pipeline.spark.rowserver", path, "1"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n"

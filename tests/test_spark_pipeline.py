@@ -18,7 +18,10 @@ import numpy as np
 import pytest
 
 from mqtool.formats.commitlog import Blank, Record
-from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import plan
+from mqtool.pipeline import rows as part_rows
+from mqtool.pipeline import schema as row_schema
+from mqtool.pipeline.local import LocalEngine
 from mqtool.pipeline import exporter
 from mqtool.storage import commitlog
 from mqtool.storage.commitlog import Problem
@@ -40,9 +43,9 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="session")
 def spark():
-    from mqtool.pipeline import sparksource
+    from mqtool.pipeline.spark import session as spark_session
 
-    session, created = sparksource.session("local[2]", conf=["spark.sql.shuffle.partitions=4"])
+    session, created = spark_session.session("local[2]", conf=["spark.sql.shuffle.partitions=4"])
     assert created, "another SparkSession was already active"
     yield session
     session.stop()
@@ -50,7 +53,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def engine(spark):
-    from mqtool.pipeline.sparksource import SparkEngine
+    from mqtool.pipeline.spark.engine import SparkEngine
 
     return SparkEngine(spark)
 
@@ -68,7 +71,7 @@ SOURCES = ("rocketmq", "rocketmq_python")   # the JVM reader (session() loads it
 @pytest.fixture(params=SOURCES)
 def fmt(request, spark):
     """Each test of the rocketmq rows runs on both sources: the same rows from either."""
-    from mqtool.pipeline import jvmreader
+    from mqtool.pipeline.spark import jvmreader
 
     assert jvmreader.loaded(spark), "the session has no JVM reader: format('rocketmq') is the Python one"
     shipped = str(jvmreader.shipped(jvmreader.spark_jars()))      # the jar built with the package, no javac
@@ -90,7 +93,7 @@ def test_one_dataframe_holds_exactly_the_brokers_records(spark, fmt, extracted):
     """All undamaged fixtures as one DataFrame: per broker, exactly the records RocketMQ reads."""
     df = spark.read.format(fmt).option("withBody", "true") \
         .load(stores_arg(extracted, UNDAMAGED))
-    assert df.schema == spark.createDataFrame([], pipeline.ddl(pipeline.columns(True))).schema
+    assert df.schema == spark.createDataFrame([], row_schema.ddl(row_schema.columns(True))).schema
     rows = rows_of(df)
     by_broker: dict = {}
     for row in rows:
@@ -249,7 +252,7 @@ def test_pushdown_prunes_files_and_records_in_the_reader(extracted):
     """What Spark hands pushFilters, applied to the reader directly."""
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan, StringContains
 
-    from mqtool.pipeline.sparksource import PushdownCommitLogReader
+    from mqtool.pipeline.spark.sources import PushdownCommitLogReader
 
     reader = PushdownCommitLogReader({"path": str(extracted("multifile"))})
     unsupported = StringContains(("keys",), "x")
@@ -258,7 +261,7 @@ def test_pushdown_prunes_files_and_records_in_the_reader(extracted):
     assert list(reader.pushFilters(filters)) == [unsupported]
     parts = [p.value for p in reader.partitions()]
     assert [p.file_from for p in parts] == [65536, 2 * 65536]
-    rows = [r for p in parts for r in pipeline.rows(p, reader.filters)]
+    rows = [r for p in parts for r in part_rows.rows(p, reader.filters)]
     expected = sorted(o for o, r in broker_records("multifile").items()
                       if r["topic"] == "AuditTopic" and 65536 <= o < 3 * 65536)
     assert sorted(r[7] for r in rows) == expected
@@ -374,11 +377,11 @@ def test_a_task_that_reads_two_partitions_at_once_gets_its_rows(spark, extracted
 
 def test_the_python_reader_is_refused_where_the_jvm_has_its_own(spark):
     from mqtool.errors import UsageError
-    from mqtool.pipeline import sparksource
+    from mqtool.pipeline.spark import session as spark_session
 
     with pytest.raises(UsageError, match=r"spark.mqtool.reader=python: this process's JVM has the JVM reader"):
-        sparksource.session(conf=["spark.mqtool.reader=python"])
-    sparksource.register(spark)          # the session's own choice stands
+        spark_session.session(conf=["spark.mqtool.reader=python"])
+    spark_session.register(spark)          # the session's own choice stands
 
 
 def test_a_read_that_fails_fails_the_query_with_mqtools_message(spark, store_copy):
@@ -390,7 +393,7 @@ def test_a_read_that_fails_fails_the_query_with_mqtools_message(spark, store_cop
     first = sorted((root / "commitlog").iterdir())[0]
     first.rename(root / "moved-away")
     from mqtool.errors import NotAStoreError
-    from mqtool.pipeline.sparksource import spark_errors
+    from mqtool.pipeline.spark.engine import spark_errors
 
     with pytest.raises(NotAStoreError, match=f"^{first}: cannot open: No such file or directory$"):
         with spark_errors():       # what export does: mqtool's one line, not Spark's wrappers
@@ -415,8 +418,8 @@ def test_a_row_server_that_cannot_start_is_a_clear_error(spark, extracted):
 
 def test_reused_workers_keep_what_they_loaded_out_of_the_collectors_sight(engine, extracted):
     """PySpark runs gc.collect() after every task of a reused worker; past its first task a
-    worker has frozen what it loaded (sparksource._settle), so that walks only the new objects."""
-    parts = pipeline.commitlog_parts(pipeline.find_stores([str(extracted("multifile"))]))
+    worker has frozen what it loaded (spark.sources.settle), so that walks only the new objects."""
+    parts = plan.commitlog_parts(plan.find_stores([str(extracted("multifile"))]))
     assert len(parts) > 2 * engine.cores
     frozen = engine.map(lambda part: gc.get_freeze_count(), parts)
     assert max(frozen) > 10_000    # modules, numba's and pyarrow's objects: far more than a task makes
@@ -426,26 +429,26 @@ def test_a_task_that_fails_raises_mqtools_error_as_the_local_engine_does(engine,
     """A task's mqtool error (here: its file gone since the plan) reaches the command as the error
     itself, one line and its exit code, as from the local engine: not PySpark's text of it."""
     root = store_copy("multifile")
-    parts = pipeline.commitlog_parts(pipeline.find_stores([str(root)]))
+    parts = plan.commitlog_parts(plan.find_stores([str(root)]))
     (root / parts[1].display).unlink()
     with pytest.raises(Exception) as local:
-        pipeline.LocalEngine(1).map(pipeline.count_entries, parts)
+        LocalEngine(1).map(part_rows.count_entries, parts)
     with pytest.raises(type(local.value)) as on_spark:
-        engine.map(pipeline.count_entries, parts)
+        engine.map(part_rows.count_entries, parts)
     assert str(on_spark.value) == str(local.value) and "cannot open" in str(local.value)
     with pytest.raises(type(local.value), match="cannot open"):
-        list(engine.imap(pipeline.count_entries, parts))
+        list(engine.imap(part_rows.count_entries, parts))
 
 
 def test_map_runs_a_per_file_scan_like_the_local_walk(engine, extracted, engine_store):
     """SparkEngine.map (what verify-crc/rebuild-cq --engine spark will build on): per-file counts
     of records, BLANKs and problems equal one local walk over the whole commitlog."""
     names = UNDAMAGED + DAMAGED
-    stores = pipeline.find_stores([f"{n}={extracted(n)}" for n in names] + [str(engine_store[0])])
-    parts = pipeline.commitlog_parts(stores)
-    on_spark = engine.map(pipeline.count_entries, parts)
-    assert on_spark == pipeline.LocalEngine(1).map(pipeline.count_entries, parts)
-    assert on_spark == pipeline.LocalEngine(2).map(pipeline.count_entries, parts)
+    stores = plan.find_stores([f"{n}={extracted(n)}" for n in names] + [str(engine_store[0])])
+    parts = plan.commitlog_parts(stores)
+    on_spark = engine.map(part_rows.count_entries, parts)
+    assert on_spark == LocalEngine(1).map(part_rows.count_entries, parts)
+    assert on_spark == LocalEngine(2).map(part_rows.count_entries, parts)
     for store in stores:
         layout = store.layout()
         walked: dict = {}
@@ -485,12 +488,12 @@ def test_export_reads_back_equal_to_the_dataframe(engine_name, fmt, spark, extra
                      "--json")
     assert result.code == 0, result.err
     (summary,) = result.json_lines()
-    cols = pipeline.columns(True)
+    cols = row_schema.columns(True)
     names_in_order = [n for n, _ in cols]
     if fmt == "parquet":
         back = spark.read.parquet(str(out))
     else:
-        back = spark.read.schema(pipeline.ddl(cols)).json(str(out))
+        back = spark.read.schema(row_schema.ddl(cols)).json(str(out))
     df = spark.read.format("rocketmq").option("withBody", "true").load(args)
     key = lambda r: (r["broker"], r["commitLogOffset"])  # noqa: E731
     expected = sorted(rows_of(df), key=key)

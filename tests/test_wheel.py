@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 from mqtool.native import aot
-from mqtool.pipeline import jvmreader
+from mqtool.pipeline.spark import jvmreader
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def test_the_wheel_runs_verify_crc_without_compiling_anything(tmp_path, extracte
         assert any(n.startswith(f"mqtool/native/_aot_{family}.") and n.endswith(".so") for n in names), family
     assert "mqtool/native/_aot.json" in names
     if jvmreader.javac() is not None:
-        assert f"mqtool/pipeline/jvm/{jvmreader.shipped(jvmreader.spark_jars()).name}" in names
+        assert f"mqtool/pipeline/spark/jvm/{jvmreader.shipped(jvmreader.spark_jars()).name}" in names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

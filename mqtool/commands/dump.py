@@ -23,7 +23,7 @@ from mqtool.formats import dledger as dledger_format
 from mqtool.formats.commitlog import Blank
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.pipeline.engines import Behind
+from mqtool.pipeline.local import Behind
 from mqtool.storage import batchqueue, census, commitlog, consumequeue, dispatchrequest, dledger, metafiles, timerstore
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import IndexFile
@@ -309,7 +309,7 @@ def _message_lines(body):
     """The fields of dump's `message` lines in order (those of _emit_record), for blockjson."""
     from mqtool.forensics import blockjson
     from mqtool.native import jsonlines as jl
-    from mqtool.pipeline.engines import MESSAGE_COLUMNS
+    from mqtool.pipeline.schema import MESSAGE_COLUMNS
 
     fields = [("type", jl.CONST, "message"), ("file", jl.CONST, None), ("fileOffset", jl.INT, None)]
     fields += [(name, blockjson.kind_of(kind), None) for name, kind in MESSAGE_COLUMNS]

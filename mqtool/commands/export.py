@@ -19,7 +19,7 @@ from mqtool.cli import options, output
 from mqtool.commands import engineopts
 from mqtool.errors import RefusedError, UsageError
 from mqtool.forensics.filters import Filters
-from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import plan as pipeline
 from mqtool.pipeline import exporter
 
 

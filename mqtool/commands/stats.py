@@ -18,7 +18,7 @@ from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo
 from mqtool.forensics.filters import Filters
-from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline import plan as pipeline
 from mqtool.pipeline import storestats
 
 

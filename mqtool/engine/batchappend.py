@@ -285,8 +285,7 @@ def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, bor
     slot_ids = [(topic_names[t], q) for t, q in slot_ids]
     counters = np.array([table.get(k, 0) for k in slot_ids], dtype=I64)
     slot = np.array(slot_of, dtype=I64)
-    tx = flags & sysflag.TRANSACTION_MASK
-    counts = (tx == sysflag.TRANSACTION_NOT_TYPE) | (tx == sysflag.TRANSACTION_COMMIT)
+    counts = sysflag.is_dispatched_to_consume_queue(flags)
     lengths = (_FIXED + host_len[born] + host_len[store] + cols["body_len"] + topic_len[topic_id] + cols["props_len"]
                + np.where(v2[topic_id], 2, 1))
     wrote = np.empty(n, dtype=I64)
@@ -300,10 +299,8 @@ def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, bor
         left = int(ends[-1] - (ends[first - 1] if first else 0))    # the bytes of the records still to write
         mf = queue.get_last_mapped_file(0)
         queue.make_room(mf, left)
-        # Without a write buffer the records are written into a buffer and pwritten: through the
-        # mapping, every page of a fresh sparse file is a page fault that reads ahead (zeroes)
-        # pages around it, the most of a record's cost
-        direct = mf.write_buffer is None and mf.can_pwrite()
+        # pwritten from a buffer of their own, or written in place (MappedFile.appends_by_pwrite)
+        direct = mf.appends_by_pwrite(batch=True)
         origin = mf.wrote_position if direct else 0
         target = None if direct else mf.write_buffer if mf.write_buffer is not None else mf.buf
         out = np.empty(min(left, mf.file_size - origin), dtype=np.uint8) if direct else np.frombuffer(
@@ -409,8 +406,7 @@ def dispatch_columns(dispatcher, columns) -> None:
             topic, queue_id = columns["slot_ids"][int(columns["slot"][group[0]])]
             dispatcher.queue(topic, queue_id).put_arrays(wrote[group], lengths[group], group_tags,
                                                          columns["queue_offsets"][group])
-        if dispatcher.checkpoint is not None:
-            dispatcher.checkpoint.logics_msg_timestamp = int(store_ts[to_queue[-1]])
+        dispatcher.note_dispatched(int(store_ts[to_queue[-1]]))
     if not (dispatcher.message_index_enable and dispatcher.index is not None):
         return
     flags = columns["flags"]
@@ -419,7 +415,7 @@ def dispatch_columns(dispatcher, columns) -> None:
             dispatcher.index.insert_arrays(batch.key_hash, wrote[batch.key_owner], store_ts[batch.key_owner])
         return
     keys, owners = [], []
-    rolled_back = set(np.flatnonzero((flags & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK).tolist())
+    rolled_back = set(np.flatnonzero(~sysflag.is_indexed(flags)).tolist())
     for i, (topic, uniq, text) in enumerate(zip(batch.topics, batch.uniq, batch.keys)):
         if rolled_back and i in rolled_back:
             continue

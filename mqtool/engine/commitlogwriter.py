@@ -36,7 +36,7 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.crc import body_crc
 from mqtool.formats.hosts import java_host
 from mqtool.formats.javastr import java_length, tags_code
-from mqtool.formats.properties import DELAY, KEYS, REAL_QID, REAL_TOPIC, TAGS, UNIQ_KEY
+from mqtool.formats.properties import DELAY, KEYS, REAL_QID, REAL_TOPIC, TAGS, UNIQ_KEY, delay_level
 from mqtool.storage import topics
 from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, DispatchRequest
 
@@ -78,11 +78,7 @@ def rewrite_delayed(props, topic: str, queue_id: int, max_level: int, *, trailin
     REAL_TOPIC and REAL_QID are put, the map is serialised again (so a WAIT the
     broker put back reappears) and the message moves to SCHEDULE_TOPIC_XXXX,
     queue level-1."""
-    text = props.get(DELAY)
-    try:
-        level = int(text) if text is not None else 0
-    except ValueError:
-        level = 0
+    level = delay_level(props.get(DELAY))
     if level <= 0:
         return None
     if level > max_level:
@@ -117,8 +113,7 @@ class CommitLogWriter:
         if len(text) > MAX_PROPERTIES_LENGTH // 2 and java_length(text) > MAX_PROPERTIES_LENGTH:
             return PutResult(MESSAGE_ILLEGAL, topic=msg.topic, queue_id=msg.queue_id,
                              remark="properties longer than 32767 characters")
-        tx = sysflag.transaction_type(msg.sys_flag)
-        if tx in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT) and msg.delay_level > 0 \
+        if sysflag.is_dispatched_to_consume_queue(msg.sys_flag) and msg.delay_level > 0 \
                 and not msg.verbatim:
             self._rewrite_delayed(msg)
         topic, queue_id = msg.topic, msg.queue_id
@@ -155,7 +150,7 @@ class CommitLogWriter:
                                    properties.get(KEYS, "") or "", properties.get(UNIQ_KEY),
                                    sys_flag, msg.prepared_transaction_offset)
         return Encoded(msg, length, magic, body_crc(body), sys_flag, born_addr + _I32.pack(born_port), rest,
-                       topic, queue_id, tx in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT),
+                       topic, queue_id, sysflag.is_dispatched_to_consume_queue(sys_flag),
                        store_addr, store_port, dispatch)
 
     def _rewrite_delayed(self, msg: MessageInner) -> None:

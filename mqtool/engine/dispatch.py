@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from mqtool.engine.dispatchrule import by_record, decide, queue_directory, refused
 from mqtool.engine.flush import RETRY_TIMES_OVER, ServiceThread
 from mqtool.formats import multidispatch
-from mqtool.storage import topics
 from mqtool.storage.batchqueue import BatchQueue
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
@@ -54,7 +54,7 @@ class Dispatcher:
         key = (topic, queue_id)
         cq = self.queues.get(key)
         if cq is None and create:
-            if not topics.is_safe_directory_name(topic) or queue_id < 0:
+            if refused(topic) or not queue_directory(queue_id):
                 raise UnsafeTopic(f"topic {topic!r} / queue {queue_id} cannot be a consume queue directory")
             directory = self.consumequeue_dir / topic / str(queue_id)
             cq = ConsumeQueue(topic, queue_id, directory, self.cq_file_size, writable=self.writable,
@@ -66,24 +66,36 @@ class Dispatcher:
         """The record's unit, its multi-dispatched units and its keys, as a broker's reput puts them;
         returns the units put.  own=False leaves the record's own unit and keys out (a rebuild of
         other topics' queues still takes its multi-dispatched units); units / keys: write the
-        queues' units / the index entries at all."""
+        queues' units / the index entries at all.  What goes where is dispatchrule.decide's."""
+        decision = decide(req)
+        if decision.refused:
+            self.refuse(req.topic)
+            return 0
         put = 0
         if units and req.topic in self.batch_topics:
-            if own and req.goes_to_consume_queue:
+            if own and decision.unit:
                 put = self.put_batch(req)
-        elif units and req.goes_to_consume_queue:
+        elif units and decision.unit:
             fresh = True
             if own:
                 fresh = self.queue(req.topic, req.queue_id).put(req.commitlog_offset, req.size, self.own_tags(req),
                                                                 req.queue_offset)
                 put = 1
             if fresh:
-                if self.checkpoint is not None:
-                    self.checkpoint.logics_msg_timestamp = req.store_timestamp
+                self.note_dispatched(req.store_timestamp)
                 put += self.dispatch_multi(req)
-        if keys and own and self.message_index_enable and self.index is not None:
+        if keys and own and decision.indexed and self.message_index_enable and self.index is not None:
             self.index.build_index(req)
         return put
+
+    def refuse(self, name: str, count: int = 1) -> None:
+        """Count records (or multi-dispatch queue names) whose topic cannot be a directory."""
+        self.unsafe_names[name] = self.unsafe_names.get(name, 0) + count
+
+    def note_dispatched(self, store_timestamp: int) -> None:
+        """The checkpoint's logics time follows the last record given a unit."""
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = store_timestamp
 
     def own_tags(self, req: DispatchRequest) -> int:
         """What the record's own unit holds as its tags code: with enableConsumeQueueExt the address
@@ -108,7 +120,7 @@ class Dispatcher:
         key = (topic, queue_id)
         queue = self.batch_queues.get(key)
         if queue is None:
-            if not topics.is_safe_directory_name(topic) or queue_id < 0:
+            if refused(topic) or not queue_directory(queue_id):
                 raise UnsafeTopic(f"topic {topic!r} / queue {queue_id} cannot be a batch consume queue directory")
             queue = BatchQueue(topic, queue_id, self.batch_dir / topic / str(queue_id), self.batch_file_size,
                                writable=self.writable, on_create=self.on_create)
@@ -122,8 +134,7 @@ class Dispatcher:
             return 0
         self.batch_queue(req.topic, req.queue_id).put(req.commitlog_offset, req.size, req.tags_code,
                                                       req.store_timestamp, req.msg_base_offset, req.batch_size)
-        if self.checkpoint is not None:
-            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        self.note_dispatched(req.store_timestamp)
         return 1
 
     def dispatch_multi(self, req: DispatchRequest) -> int:
@@ -135,8 +146,8 @@ class Dispatcher:
         put = 0
         for name, queue_id, queue_offset in multidispatch.targets(req.topic, req.queue_id, req.multi,
                                                                   self.multi_dispatch):
-            if not topics.is_safe_directory_name(name):
-                self.unsafe_names[name] = self.unsafe_names.get(name, 0) + 1
+            if refused(name):
+                self.refuse(name)
                 continue
             self.queue(name, queue_id).put(req.commitlog_offset, req.size, req.tags_code, queue_offset)
             put += 1
@@ -151,22 +162,28 @@ class Dispatcher:
             return
         per_queue: dict[tuple[str, int], list] = {}
         last_ts = 0
-        if self.ext_dir is not None or self.batch_topics or self.multi_dispatch is not None and any(req.multi is not None
-                                                                                for req in requests):
+        ext = self.ext_dir is not None
+        if any(by_record(req, self.batch_topics, ext, self.multi_dispatch) for req in requests):
             for req in requests:        # one by one: the further queues' units in commitlog order
                 self.dispatch(req)
             return
+        indexed = []
         for req in requests:
-            if req.goes_to_consume_queue:
+            decision = decide(req)
+            if decision.refused:
+                self.refuse(req.topic)
+                continue
+            if decision.unit:
                 per_queue.setdefault((req.topic, req.queue_id), []).append(
                     (req.commitlog_offset, req.size, req.tags_code, req.queue_offset))
                 last_ts = req.store_timestamp
+            indexed.append(req)
         for (topic, queue_id), units in per_queue.items():
             self.queue(topic, queue_id).put_many(units)
-        if last_ts and self.checkpoint is not None:
-            self.checkpoint.logics_msg_timestamp = last_ts
+        if last_ts:
+            self.note_dispatched(last_ts)
         if self.message_index_enable and self.index is not None:
-            self.index.build_many(requests)
+            self.index.build_many(indexed)
 
     def flush(self, least_pages: int) -> None:
         for cq in list(self.queues.values()):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from mqtool.engine.javamap import JavaHashMap, properties_to_string
 from mqtool.formats.msgid import encode_offset_msgid
-from mqtool.formats.properties import DELAY
+from mqtool.formats.properties import DELAY, delay_level
 
 # PutMessageStatus names, as a producer sees them
 PUT_OK = "PUT_OK"
@@ -51,11 +51,7 @@ class MessageInner:
 
     @property
     def delay_level(self) -> int:
-        text = self.properties.get(DELAY)
-        try:
-            return int(text) if text is not None else 0
-        except ValueError:
-            return 0
+        return delay_level(self.properties.get(DELAY))
 
 
 @dataclass(slots=True)

@@ -58,7 +58,8 @@ from mqtool.formats import timer as timer_format
 from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, Record, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
-from mqtool.storage import commitlog, dledger, mappedfile, timerstore, timerview
+from mqtool.formats.written import written_end
+from mqtool.storage import commitlog, dledger, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
 
 _MAGIC_POS = 4
@@ -457,7 +458,7 @@ def _with_data_end(queue, cut: int, stop, records: int):
     if mf is not None and cut < mf.file_end_offset:
         # past data_end (a read-only map's: where the file's last data extent ends) is a hole, zeros:
         # not read, so a preallocated file's untouched gigabyte is not paged in to find nothing
-        data_end = mf.file_from_offset + mappedfile.written_end(mf.buf, cut - mf.file_from_offset,
+        data_end = mf.file_from_offset + written_end(mf.buf, cut - mf.file_from_offset,
                                                                 min(mf.file_size, mf.data_end))
     else:
         data_end = cut
@@ -707,7 +708,7 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
 def _units_written(units) -> int:
     """How far written (non-zero) index units reach in a DLedger store's index files."""
     for mf in reversed(units.queue.files):
-        end = mappedfile.written_end(mf.buf, 0, min(mf.file_size, mf.data_end), dledger_format.INDEX_UNIT_SIZE)
+        end = written_end(mf.buf, 0, min(mf.file_size, mf.data_end), dledger_format.INDEX_UNIT_SIZE)
         if end:
             return mf.file_from_offset + end
     return 0

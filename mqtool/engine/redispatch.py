@@ -6,9 +6,10 @@ consume queues and the index from nothing -- the records come from the
 compiled walk (commitlog.walk with scanner=fastscan) as columns, and the units
 and keys of a chunk are written per queue and per index file in bulk, with
 the same skip rules as one at a time (a unit whose record is already in its
-queue, a key of a record the index already covers).  Records whose topic or
-keys the kernels could not read exactly (malformed UTF-8) and delayed
-messages go through the reference path, record by record.
+queue, a key of a record the index already covers).  What each record
+becomes is the dispatch rule's vectorised form (engine/dispatchrule.py);
+records whose topic or keys the kernels could not read exactly (malformed
+UTF-8) go through its scalar form, record by record.
 
 A topic read from the commitlog only becomes a directory when it is a valid
 topic name; other records are reported, never dispatched.
@@ -20,13 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mqtool.engine import dispatchrule
 from mqtool.formats import multidispatch
 from mqtool.native import fastscan
-from mqtool.storage import commitlog, topics
+from mqtool.storage import commitlog
 from mqtool.storage.commitlog import Problem
-from mqtool.storage.dispatchrequest import SCHEDULE_TOPIC, from_record
-
-PREPARED, ROLLBACK = 4, 12
+from mqtool.storage.dispatchrequest import from_record
 
 
 @dataclass
@@ -50,7 +50,6 @@ def redispatch(queue, dispatcher, start: int, end: int | None, delay_levels: lis
     recovery would keep).  entries: the walk's entries when someone else walks (scan_parts on
     an engine); by default the commitlog is walked here, one chunk ahead on a second thread."""
     done = Redispatched(end=start)
-    delays = np.array(delay_levels or [0], dtype=np.int64)
     if entries is None:
         entries = _read_ahead(commitlog.walk(queue, start=start, end=end, check_crc=check_crc, aligned=True,
                                              scanner=fastscan, resync_after_damage=not stop_at_damage,
@@ -71,10 +70,10 @@ def redispatch(queue, dispatcher, start: int, end: int | None, delay_levels: lis
                                          "body CRC does not match the body"))
             entry = entry.take(np.arange(entry.count) < bad)
             if entry.count:
-                _dispatch_chunk(entry, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter)
+                _dispatch_chunk(entry, queue, dispatcher, delay_levels, done, queues, index, topic_filter)
             done.end = offset
             break
-        _dispatch_chunk(entry, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter)
+        _dispatch_chunk(entry, queue, dispatcher, delay_levels, done, queues, index, topic_filter)
         done.end = int(entry.columns["offset"][-1] + entry.columns["size"][-1])
         if on_progress is not None:
             on_progress(int(entry.columns["size"].sum()))
@@ -174,48 +173,28 @@ def _read_ahead(entries):
         thread.join()
 
 
-def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues, index, topic_filter) -> None:
+def _dispatch_chunk(chunk, queue, dispatcher, delay_levels, done, queues, index, topic_filter) -> None:
     c = chunk.columns
-    good = c["crc_ok"]          # a record failing its CRC is where recovery cuts; never dispatched
     parsed = getattr(chunk, "parsed", None)
     if parsed is None or len(parsed["tags_hash"]) != chunk.count:
         parsed = fastscan.parse(chunk.buf, chunk)
-    # topic names, once per distinct topic: which may become directories, which are wanted
-    hashes, first, which = np.unique(c["topic_hash"], return_index=True, return_inverse=True)
-    names = [chunk.topic(int(i)) for i in first]
-    safe = np.array([topics.is_safe_directory_name(t) for t in names], dtype=bool)[which]
-    wanted = good & safe
-    if topic_filter is not None:
-        wanted &= np.array([bool(topic_filter(t)) for t in names], dtype=bool)[which]
-    for i in np.flatnonzero(good & ~safe).tolist():
-        name = names[which[i]]
-        done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + 1
-    schedule = np.array([t == SCHEDULE_TOPIC for t in names], dtype=bool)[which]
-    # exact but slow: malformed UTF-8 (the record is decoded again in Python, in commitlog order)
-    slow = wanted & ((parsed["flags"] & fastscan.UTF8_IRREGULAR) != 0)
-    # a delayed message's tags code is its delivery time, which the kernels do not compute: decoded
-    # one by one, the rest of the record goes the fast way
-    tags = parsed["tags_hash"]
-    delayed = np.flatnonzero(wanted & ~slow & ((parsed["flags"] & fastscan.HAS_DELAY) != 0) & schedule)
-    if len(delayed):
-        tags = tags.copy()
-        for i in delayed.tolist():
-            request = _request_at(queue, c, i, delay_levels)
-            if request is None:
-                slow[i] = True          # (cannot happen for a record the scan found; kept exact anyway)
-            else:
-                tags[i] = request.tags_code
-    done.records += int(wanted.sum())
-    batch = queues and any(name in dispatcher.batch_topics for name in names)
-    if batch or queues and (dispatcher.ext_dir is not None or dispatcher.multi_dispatch is not None
-                            and _has_multi(queue, c)):
-        _dispatch_in_order(np.flatnonzero(good & safe), chunk, queue, dispatcher, delay_levels, done, index,
+    decided = dispatchrule.decide_chunk(chunk, parsed, delay_levels,
+                                        lambda i: _request_at(queue, c, i, delay_levels), topic_filter)
+    names, which = decided.names, decided.which
+    for i in np.flatnonzero(decided.refused).tolist():
+        dispatcher.refuse(names[which[i]])
+    done.records += int(decided.wanted.sum())
+    if queues and dispatchrule.chunk_by_record(decided, chunk, queue, dispatcher.batch_topics,
+                                               dispatcher.ext_dir is not None, dispatcher.multi_dispatch):
+        _dispatch_in_order(np.flatnonzero(decided.accepted), chunk, queue, dispatcher, delay_levels, done, index,
                            topic_filter, queues)
+        _take_refused(dispatcher, done)
         return
-    # every queue and the index get their entries in commitlog order: runs of fast records by the
-    # kernels, the slow ones (and short runs between them) record by record, in turn
+    # every queue and the index get their entries in commitlog order: runs of records the
+    # vectorised form decided by the kernels, the exact ones (and short runs between them) record
+    # by record, in turn
     one_by_one = []
-    edges = [-1, *np.flatnonzero(slow).tolist(), chunk.count]
+    edges = [-1, *np.flatnonzero(decided.exact).tolist(), chunk.count]
     for before, after in zip(edges, edges[1:]):
         if after - before - 1 >= FAST_RUN:
             _dispatch_in_order(np.array(one_by_one, dtype=np.int64), chunk, queue, dispatcher, delay_levels, done,
@@ -223,27 +202,27 @@ def _dispatch_chunk(chunk, queue, dispatcher, delays, delay_levels, done, queues
             one_by_one = []
             run = np.zeros(chunk.count, dtype=bool)
             run[before + 1:after] = True
-            _dispatch_fast(chunk, dispatcher, wanted & run, names, which, parsed, tags, done, queues, index)
+            _dispatch_fast(chunk, dispatcher, decided, run, parsed, done, queues, index)
         else:
-            one_by_one.extend(i for i in range(before + 1, after) if good[i] and safe[i])
-        if after < chunk.count and wanted[after]:
+            one_by_one.extend(i for i in range(before + 1, after) if decided.accepted[i])
+        if after < chunk.count and decided.wanted[after]:
             one_by_one.append(after)
     _dispatch_in_order(np.array(one_by_one, dtype=np.int64), chunk, queue, dispatcher, delay_levels, done, index,
                        topic_filter, queues)
+    _take_refused(dispatcher, done)
 
 
 FAST_RUN = 64   # fast records in a row worth a kernel call of their own
 
 
-def _dispatch_fast(chunk, dispatcher, fast, names, which, parsed, tags, done, queues, index) -> None:
-    """The records `fast` selects, by the kernels: units queue by queue, index entries in order."""
+def _dispatch_fast(chunk, dispatcher, decided, run, parsed, done, queues, index) -> None:
+    """The records of `run`, as the vectorised form decided them: units queue by queue, index
+    entries in order."""
     c = chunk.columns
-    tx = c["sys_flag"] & 0xC
-    to_queue = fast & (tx != PREPARED) & (tx != ROLLBACK)
     if queues:
-        _write_units(chunk, dispatcher, to_queue, names, which, tags, done)
+        _write_units(chunk, dispatcher, decided.unit & run, decided, done)
     if index and dispatcher.message_index_enable and dispatcher.index is not None:
-        keys = fast[parsed["key_record"]]
+        keys = (decided.indexed & run)[parsed["key_record"]]
         rec = parsed["key_record"][keys]
         if len(rec):
             dispatcher.index.insert_arrays(parsed["key_hash"][keys], c["offset"][rec], c["store_ts"][rec])
@@ -264,14 +243,6 @@ def _request_at(queue, c, i: int, delay_levels):
     return None if isinstance(record, str) else from_record(record, delay_levels)
 
 
-def _has_multi(queue, c) -> bool:
-    """Does a record of the chunk carry INNER_MULTI_DISPATCH?  (A byte search of its stretch of
-    the commitlog: a chunk sent on without its bytes is searched here too.)"""
-    mf = queue.find_by_offset(int(c["offset"][0]))
-    return mf is not None and bool(commitlog.rows_holding(mf, c["offset"], c["size"], multidispatch.MARKER,
-                                                          first_only=True))
-
-
 def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index, topic_filter,
                        queues: bool = True) -> None:
     """A chunk with multi-dispatched records (or any chunk, with consume queue extensions or batch
@@ -282,6 +253,10 @@ def _dispatch_in_order(rows, chunk, queue, dispatcher, delay_levels, done, index
         if request.multi is not None and topic_filter is not None:
             request.multi = _only_wanted(request.multi, topic_filter)
         done.units += dispatcher.dispatch(request, own=own, units=queues, keys=index)
+
+
+def _take_refused(dispatcher, done) -> None:
+    """The records (and multi-dispatch queue names) the dispatcher refused, into the report."""
     for name, count in dispatcher.unsafe_names.items():
         done.unsafe_topics[name] = done.unsafe_topics.get(name, 0) + count
     dispatcher.unsafe_names.clear()
@@ -298,18 +273,18 @@ def _only_wanted(properties: dict, topic_filter) -> dict:
             multidispatch.INNER_MULTI_QUEUE_OFFSET: ",".join(o for _, o in kept) or " "}
 
 
-def _write_units(chunk, dispatcher, mask, names, which, tags, done) -> None:
+def _write_units(chunk, dispatcher, mask, decided, done) -> None:
     """The units of a chunk, queue by queue, each queue's in commitlog order."""
     c = chunk.columns
-    rows = np.flatnonzero(mask & (c["queue_id"] >= 0))
+    rows = np.flatnonzero(mask)
     if not len(rows):
         return
+    which = decided.which
     order = rows[np.lexsort((rows, c["queue_id"][rows], which[rows]))]
     topic_ids, queue_ids = which[order], c["queue_id"][order]
     cuts = np.flatnonzero((topic_ids[1:] != topic_ids[:-1]) | (queue_ids[1:] != queue_ids[:-1])) + 1
     for group in np.split(order, cuts):
-        cq = dispatcher.queue(names[which[group[0]]], int(c["queue_id"][group[0]]))
-        cq.put_arrays(c["offset"][group], c["size"][group], tags[group], c["queue_offset"][group])
+        cq = dispatcher.queue(decided.names[which[group[0]]], int(c["queue_id"][group[0]]))
+        cq.put_arrays(c["offset"][group], c["size"][group], decided.tags_code[group], c["queue_offset"][group])
         done.units += len(group)
-    if dispatcher.checkpoint is not None:
-        dispatcher.checkpoint.logics_msg_timestamp = int(c["store_ts"][rows[-1]])
+    dispatcher.note_dispatched(int(c["store_ts"][rows[-1]]))

@@ -26,7 +26,7 @@ _EMPTY_DATA = np.zeros(0, dtype=np.uint8)
 
 
 def kind_of(column_type: str) -> int:
-    """The field kind of a pipeline column type (pipeline.engines' Spark SQL type names); the
+    """The field kind of a pipeline column type (pipeline.schema's Spark SQL type names); the
     problems array is RAW (its fragments made by problems_fragments)."""
     return _TYPE_KINDS.get(column_type, jl.RAW)
 

@@ -23,8 +23,6 @@ from mqtool.formats import sysflag
 from mqtool.native import columnar
 from mqtool.storage import commitlog, dispatchrequest
 
-_SCHEDULE = dispatchrequest.SCHEDULE_TOPIC
-
 
 @dataclass
 class Block:
@@ -123,9 +121,8 @@ def suspects(c: dict, crc_bad=None):
     """The records of fastscan columns that may fail one of record_problems' checks (a superset:
     which fail, and why, is record_problems' answer).  crc_bad: the rows whose CRC is wrong,
     when CRCs are checked."""
-    tx = c["sys_flag"] & sysflag.TRANSACTION_MASK
     suspect = (c["physical"] != c["offset"]) | (c["queue_offset"] < 0) | (c["queue_id"] < 0)
-    suspect |= ((tx == sysflag.TRANSACTION_PREPARED) | (tx == sysflag.TRANSACTION_ROLLBACK)) & (c["queue_offset"] != 0)
+    suspect |= ~sysflag.is_dispatched_to_consume_queue(c["sys_flag"]) & (c["queue_offset"] != 0)
     if crc_bad is not None:
         suspect |= crc_bad
     return suspect
@@ -159,20 +156,15 @@ def chunk_problems(chunk, base: int, check_crc: bool) -> dict:
 
 
 def tags_codes(chunk, c: dict, d: dict, names: dict, base: int, delay_levels) -> np.ndarray:
-    """The consume queue's tagsCode of each record (dispatchrequest's rule): the Java hash of
-    TAGS, or for SCHEDULE_TOPIC_XXXX with a DELAY level the delivery time.  Records whose DELAY
-    is not plain digits are asked of dispatchrequest itself."""
-    codes = d["tags_hash"].copy()
-    level = d["delay"]
-    schedule = [h for h, t in names.items() if t == _SCHEDULE]
-    if not schedule:
-        return codes
-    sched = np.isin(c["topic_hash"], np.array(schedule, dtype=np.int64))
-    if delay_levels:
-        levels = np.array(delay_levels, dtype=np.int64)
-        timed = sched & (level > 0)
-        codes[timed] = c["store_ts"][timed] + levels[np.minimum(level[timed], len(levels)) - 1]
-    for i in np.flatnonzero(sched & (level < 0)).tolist():
+    """The consume queue's tagsCode of each record (dispatchrequest.tags_codes); records whose
+    DELAY is not plain digits are asked of dispatchrequest.from_record itself."""
+    rewritten = [h for h, t in names.items() if dispatchrequest.rewrites_tags_code(t)]
+    if not rewritten:
+        return d["tags_hash"].copy()
+    codes, exact = dispatchrequest.tags_codes(d["tags_hash"], d["delay"],
+                                              np.isin(c["topic_hash"], np.array(rewritten, dtype=np.int64)),
+                                              c["store_ts"], list(delay_levels))
+    for i in np.flatnonzero(exact).tolist():
         pos = int(c["offset"][i]) - base
         record = fmt.decode_entry(chunk.buf.data, pos, pos + int(c["size"][i]), base)
         codes[i] = dispatchrequest.from_record(record, list(delay_levels)).tags_code

@@ -15,6 +15,7 @@ import struct
 from construct import Int32sb, Int64sb, Struct
 
 UNIT_SIZE = 20
+PRE_BLANK = (0, 0x7FFFFFFF, 0)   # ConsumeQueue.fillPreBlank's unit: (0, Integer.MAX_VALUE, 0)
 
 UNIT = Struct(
     "commitLogOffset" / Int64sb,

@@ -64,6 +64,13 @@ HEADER_STRUCT = struct.Struct(">qqqqii")
 ENTRY_STRUCT = struct.Struct(">iqii")
 
 
+def entry_dtype():
+    """ENTRY as a numpy dtype, for reading a file's entries at once (numpy loaded only when asked)."""
+    import numpy as np
+
+    return np.dtype([("keyHash", ">i4"), ("phyOffset", ">i8"), ("timeDiff", ">i4"), ("prevIndex", ">i4")])
+
+
 def file_size(hash_slot_num: int, index_num: int) -> int:
     return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
 

@@ -8,6 +8,8 @@ and a later duplicate name wins.  Encoding follows messageProperties2String:
 
 from __future__ import annotations
 
+from mqtool.formats.javastr import parse_java_integer
+
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -41,6 +43,17 @@ def decode_properties(text: str) -> dict[str, str]:
                 result[text[index:sep]] = text[sep + 1:end]
         index = end + 1
     return result
+
+
+def delay_level(text: str | None) -> int:
+    """Message.getDelayTimeLevel for a DELAY value: Integer.parseInt's number, 0 without one.
+    Where Integer.parseInt throws (a space, an underscore, out of int's range, no number), the
+    broker's put fails and its dispatch of such a record to SCHEDULE_TOPIC_XXXX fails
+    (CommitLog.checkMessageAndReturnSize); mqtool reads it as no delay, 0."""
+    if text is None:
+        return 0
+    level = parse_java_integer(text, 32)
+    return 0 if level is None else level
 
 
 def encode_properties(pairs, *, trailing_separator: bool = False) -> str:

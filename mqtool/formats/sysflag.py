@@ -30,9 +30,16 @@ def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_MASK
 
 
-def is_dispatched_to_consume_queue(sys_flag: int) -> bool:
-    """Prepared and rollback records never get a consume-queue unit."""
-    return transaction_type(sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT)
+def is_dispatched_to_consume_queue(sys_flag):
+    """Prepared and rollback records never get a consume-queue unit (sys_flag: an int, or a
+    numpy column of them: the answer is a bool, or a column of them)."""
+    tx = transaction_type(sys_flag)
+    return (tx != TRANSACTION_PREPARED) & (tx != TRANSACTION_ROLLBACK)
+
+
+def is_indexed(sys_flag):
+    """IndexService.buildIndex skips rollback records only (an int or a numpy column, as above)."""
+    return transaction_type(sys_flag) != TRANSACTION_ROLLBACK
 
 
 def compression_type(sys_flag: int) -> str | None:

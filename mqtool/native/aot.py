@@ -42,11 +42,13 @@ FAMILIES = {
                                                    "units_by_records", "entries_by_records")),
 }
 
-# The sources the built kernels come from: a change to any of them makes the built modules stale.
-SOURCES = ("mqtool/native/jit.py", "mqtool/native/fastscan.py", "mqtool/native/columnar.py",
-           "mqtool/native/chunkstats.py", "mqtool/native/jsonlines.py", "mqtool/native/putlines.py",
-           "mqtool/native/specscan.py", "mqtool/native/appendkernels.py", "mqtool/native/aotsigs.py",
-           "mqtool/forensics/verify/kernels.py")
+# The sources the built kernels come from (the kernels, and the formats modules whose primitives
+# and constants they compile in): a change to any of them makes the built modules stale.
+SOURCES = ("mqtool/formats/primitives.py", "mqtool/formats/commitlog.py", "mqtool/formats/dledger.py",
+           "mqtool/formats/properties.py", "mqtool/formats/sysflag.py", "mqtool/native/jit.py",
+           "mqtool/native/fastscan.py", "mqtool/native/columnar.py", "mqtool/native/chunkstats.py",
+           "mqtool/native/jsonlines.py", "mqtool/native/putlines.py", "mqtool/native/specscan.py",
+           "mqtool/native/appendkernels.py", "mqtool/native/aotsigs.py", "mqtool/forensics/verify/kernels.py")
 
 STAMP = os.path.join(HERE, "_aot.json")    # written by the build: {"digest": ..., "numba": ...}
 

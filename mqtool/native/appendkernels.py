@@ -10,32 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.formats.commitlog import MAGIC_V2
+from mqtool.formats.primitives import i32, put32, put64
 from mqtool.native import aot
 from mqtool.native.jit import crc32, njit
 
 I64 = np.int64
-
-
-@njit(cache=True, inline="always")
-def _put32(out, p, v):
-    out[p] = (v >> 24) & 0xFF
-    out[p + 1] = (v >> 16) & 0xFF
-    out[p + 2] = (v >> 8) & 0xFF
-    out[p + 3] = v & 0xFF
-
-
-@njit(cache=True, inline="always")
-def _put64(out, p, v):
-    _put32(out, p, (v >> 32) & 0xFFFFFFFF)
-    _put32(out, p + 4, v & 0xFFFFFFFF)
-
-
-@njit(cache=True, inline="always")
-def _get32(buf, p):
-    v = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-    if v >= 0x80000000:
-        v -= 0x100000000
-    return v
 
 
 @njit(cache=True, inline="always")
@@ -61,41 +41,41 @@ def write_records(out, origin, pos, limit, base, first, n, lengths, magic, body_
         s = slot[i]
         qoff = counters[s] if counts[i] else 0
         p = pos - origin
-        _put32(out, p, length)
-        _put32(out, p + 4, magic[i])
+        put32(out, p, length)
+        put32(out, p + 4, magic[i])
         blen = body_len[i]
         crc = 0
         if blen > 0:
             crc = crc32(0, body_addr + body_off[i], blen) & 0x7FFFFFFF
-        _put32(out, p + 8, crc)
-        _put32(out, p + 12, queue_id[i])
-        _put32(out, p + 16, flag[i])
-        _put64(out, p + 20, qoff)
-        _put64(out, p + 28, base + pos)
-        _put32(out, p + 36, sys_flag[i])
-        _put64(out, p + 40, born_ts[i])
+        put32(out, p + 8, crc)
+        put32(out, p + 12, queue_id[i])
+        put32(out, p + 16, flag[i])
+        put64(out, p + 20, qoff)
+        put64(out, p + 28, base + pos)
+        put32(out, p + 36, sys_flag[i])
+        put64(out, p + 40, born_ts[i])
         p += 48
         h = born_host[i]
         _copy(out, p, host_buf, host_off[h], host_len[h])
         p += host_len[h]
-        _put32(out, p, host_port[h])
+        put32(out, p, host_port[h])
         p += 4
-        _put64(out, p, store_ts[i])
+        put64(out, p, store_ts[i])
         p += 8
         h = store_host[i]
         _copy(out, p, host_buf, host_off[h], host_len[h])
         p += host_len[h]
-        _put32(out, p, host_port[h])
+        put32(out, p, host_port[h])
         p += 4
-        _put32(out, p, reconsume[i])
-        _put64(out, p + 4, prepared[i])
-        _put32(out, p + 12, blen)
+        put32(out, p, reconsume[i])
+        put64(out, p + 4, prepared[i])
+        put32(out, p + 12, blen)
         p += 16
         _copy(out, p, body_buf, body_off[i], blen)
         p += blen
         t = topic_id[i]
         tlen = topic_len[t]
-        if magic[i] == 0xDAA320AB:
+        if magic[i] == MAGIC_V2:
             out[p] = (tlen >> 8) & 0xFF
             out[p + 1] = tlen & 0xFF
             p += 2
@@ -131,7 +111,7 @@ def insert_keys(buf, slot_num, index_num, header, first, n, hashes, phy, ts):
             break
         key_hash = hashes[i]
         slot_pos = 40 + (key_hash % slot_num) * 4
-        slot_value = _get32(buf, slot_pos)
+        slot_value = i32(buf, slot_pos)
         if slot_value <= 0 or slot_value > count:
             slot_value = 0
         diff = 0
@@ -142,11 +122,11 @@ def insert_keys(buf, slot_num, index_num, header, first, n, hashes, phy, ts):
             elif diff < 0:
                 diff = 0
         p = entries + count * 20
-        _put32(buf, p, key_hash)
-        _put64(buf, p + 4, phy[i])
-        _put32(buf, p + 12, diff)
-        _put32(buf, p + 16, slot_value)
-        _put32(buf, slot_pos, count)
+        put32(buf, p, key_hash)
+        put64(buf, p + 4, phy[i])
+        put32(buf, p + 12, diff)
+        put32(buf, p + 16, slot_value)
+        put32(buf, slot_pos, count)
         if count <= 1:
             header[2] = phy[i]
             header[0] = ts[i]

@@ -11,34 +11,17 @@ kernels leave to the reference decoder.
 from __future__ import annotations
 
 import numpy as np
-from numba.cpython.unsafe.numbers import trailing_zeros
 
+from mqtool.formats.primitives import find_byte, has_value, is_ascii, is_name, pair_at, word_at
 from mqtool.native.columnar import put_text
 from mqtool.native import aot
-from mqtool.native.jit import load_u64, njit, prefetch
+from mqtool.native.jit import njit, prefetch
 
 U = np.uint64
 I64 = np.int64
-ONES = U(0x0101010101010101)
-HIGHS = U(0x8080808080808080)
-KEYS_WORD = 0x5359454B          # b"KEYS" read as a little-endian 32-bit word
+KEYS = (75, 69, 89, 83)
 GROUPS_MIN = 16
 AHEAD = 8
-
-
-@njit(cache=True, inline="always")
-def _word(data, p, n):
-    """The n (1..8) bytes of data at p as a little-endian uint64, zero above them.  Loaded in
-    one go when 8 bytes from p lie inside data (the bytes past n are masked off)."""
-    if p + 8 <= len(data):
-        w = load_u64(np.int64(data.ctypes.data) + p)
-        if n < 8:
-            w &= (U(1) << U(8 * n)) - U(1)
-        return w
-    w = U(0)
-    for k in range(n):
-        w |= U(data[U(p + k)]) << U(8 * k)
-    return w
 
 
 @njit(cache=True, inline="always")
@@ -54,10 +37,10 @@ def hash_bytes(data, lo, hi):
     h = U(0x243F6A8885A308D3) ^ (U(hi - lo) * U(0x9E3779B97F4A7C15))
     p = lo
     while hi - p >= 8:
-        h = _absorb(h, _word(data, p, 8))
+        h = _absorb(h, word_at(data, p, 8))
         p += 8
     if p < hi:
-        h = _absorb(h, _word(data, p, hi - p))
+        h = _absorb(h, word_at(data, p, hi - p))
     h ^= h >> U(30)
     h *= U(0xBF58476D1CE4E5B9)
     h ^= h >> U(27)
@@ -73,47 +56,14 @@ def hash_text(text: str) -> int:
 
 
 @njit(cache=True, inline="always")
-def _find(buf, p, end, byte):
-    """The first position of byte in buf[p:end], or end: 8 bytes at a time (a zero byte of
-    word ^ byte * ONES found by the borrow trick, exact for the lowest one)."""
-    pattern = U(byte) * ONES
-    limit = len(buf) - 8
-    while p < end:
-        if p <= limit:
-            x = load_u64(np.int64(buf.ctypes.data) + p) ^ pattern
-            hits = (x - ONES) & ~x & HIGHS
-            if hits:
-                return min(p + np.int64(trailing_zeros(hits) >> 3), end)
-            p += 8
-        else:
-            if buf[U(p)] == byte:
-                return p
-            p += 1
-    return end
-
-
-@njit(cache=True, inline="always")
-def _plain(buf, lo, hi):
-    """Whether buf[lo:hi] is all ASCII (then its UTF-8 text is the bytes as they are)."""
-    seen = U(0)
-    p = lo
-    while p < hi:
-        n = min(8, hi - p)
-        seen |= _word(buf, p, n)
-        p += n
-    return (seen & HIGHS) == 0
-
-
-@njit(cache=True, inline="always")
 def _keys_value(buf, p, end):
-    """(lo, hi) of the value of the last KEYS pair in the properties buf[p:end], or (-1, -1).
-    Pairs end at 0x02; a pair is KEYS when it starts with b"KEYS\\x01" (its name is then up to its
-    first 0x01) and its value is not empty, the broker's rules (see fastscan._props)."""
+    """(lo, hi) of the value of the last KEYS pair in the properties buf[p:end], or (-1, -1), by
+    the broker's rules (formats/primitives.pair_at)."""
     lo = hi = -1
     while p < end:
-        e = _find(buf, p, end, 2)
-        if e - p > 5 and buf[U(p + 4)] == 1 and _word(buf, p, 4) == U(KEYS_WORD):
-            lo, hi = p + 5, e
+        s, e = pair_at(buf, p, end)
+        if has_value(p, s, e) and is_name(buf, p, s, KEYS):
+            lo, hi = s + 1, e
         p = e + 1
     return lo, hi
 
@@ -225,10 +175,10 @@ def chunk_stats(buf, good, topic_hash, queue_id, size, store_ts, props_pos, prop
         lo, hi = keys_lo[i], keys_hi[i]
         if group[i] < 0 or lo < 0:
             continue
-        plain = _plain(buf, lo, hi)
+        plain = is_ascii(buf, lo, hi)
         a = lo
         while a <= hi:
-            b = _find(buf, a, hi, 32)
+            b = find_byte(buf, a, hi, 32)
             if b > a:
                 key_group[keys] = group[i]
                 if plain:

@@ -18,7 +18,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.native.fastscan import _i32, _i64, _utf8_units
+from mqtool.formats.primitives import (
+    delay_level,
+    has_value,
+    i32,
+    i64,
+    is_ascii,
+    is_name,
+    java_hash,
+    pair_at,
+    signed32,
+    utf8_continuation,
+)
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.native import aot
 from mqtool.native.jit import crc32, njit, prefetch
 
@@ -34,11 +46,6 @@ def _copy_value(src, lo, hi, out, q):
     for k in range(hi - lo):
         out[U(q + k)] = src[U(lo + k)]
     return q + hi - lo
-
-
-@njit(cache=True, inline="always")
-def _cont(b):
-    return 0x80 <= b < 0xC0
 
 
 @njit(cache=True)
@@ -65,7 +72,7 @@ def utf8_sequence(src, p, end):
     if p + 1 >= end or not lo <= np.int64(src[p + 1]) <= hi:
         return 1, False
     for k in range(2, need):
-        if p + k >= end or not _cont(np.int64(src[p + k])):
+        if p + k >= end or not utf8_continuation(src[p + k]):
             return k, False
     return need, True
 
@@ -133,7 +140,7 @@ def put_host(buf, p, v6, out, q):
     """Java's InetSocketAddress text of the address at buf[p] (4 or 16 bytes) and its port:
     `1.2.3.4:5`, an IPv4-mapped IPv6 address as IPv4, else `[a:b:c:d:e:f:g:h]:port`."""
     width = 16 if v6 else 4
-    port = _i32(buf, p + width)
+    port = i32(buf, p + width)
     mapped = False
     if v6:
         mapped = True
@@ -202,56 +209,11 @@ def _same(a, alo, ahi, b, blo, bhi):
 
 
 @njit(cache=True, inline="always")
-def _named(data, lo, hi, name):
-    if hi - lo != len(name):
-        return False
-    for k in range(len(name)):
-        if data[U(lo + k)] != name[k]:
-            return False
-    return True
-
-
-@njit(cache=True, inline="always")
-def _delay_level(data, lo, hi):
-    """The DELAY property's level when it is plain decimal digits that fit an int, else -1 (the
-    caller then asks the reference code, which reads it as Java's Integer.parseInt would)."""
-    if hi - lo > 10:
-        return -1
-    value = 0
-    for k in range(lo, hi):
-        c = data[k]
-        if c < 48 or c > 57:
-            return -1
-        value = value * 10 + (c - 48)
-    return value if value <= 0x7FFFFFFF else -1
-
-
-@njit(cache=True, inline="always")
 def _put(src, lo, hi, plain, out, q):
     """src[lo:hi] to out[q:]: copied when it is plain ASCII, else decoded as put_text does."""
     if plain:
         return _copy_value(src, lo, hi, out, q)
     return put_text(src, lo, hi, out, q)
-
-
-@njit(cache=True, inline="always")
-def _scan_pair(buf, p, end):
-    """The pair at buf[p] in one pass: (its first 0x01, or its end when it has none; its end
-    (0x02 or end); whether its bytes are all ASCII)."""
-    s = -1
-    q = p
-    plain = True
-    while q < end:
-        b = buf[U(q)]
-        if b == 2:
-            break
-        if b == 1:
-            if s < 0:
-                s = q
-        elif b >= 0x80:
-            plain = False
-        q += 1
-    return (q if s < 0 else s), q, plain
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -270,7 +232,7 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
 
     No reference counting (_nrt=False): numba increfs and decrefs an array at every call of a
     helper that takes it, two atomic operations each, which cost more than the decoding itself.
-    The properties are walked once a pair (pair_at's rule): a pair in plain ASCII, the usual
+    The properties are walked a pair at a time (formats/primitives.pair_at): a pair in plain ASCII, the usual
     case, is copied as it is, other text is decoded."""
     n = len(offset)
     addr = buf.ctypes.data
@@ -294,21 +256,21 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
             prefetch(addr + props_pos[i + AHEAD] + props_len[i + AHEAD] - 1)
         pos = offset[i] - base
         sf = sys_flag[i]
-        born_v6 = (sf & 0x10) != 0
-        store_v6 = (sf & 0x20) != 0
-        stored_crc[i] = _i32(buf, pos + 8)
+        born_v6 = (sf & BORNHOST_V6) != 0
+        store_v6 = (sf & STOREHOST_V6) != 0
+        stored_crc[i] = i32(buf, pos + 8)
         blen = body_len[i]
         if crc_known[i]:
             computed_crc[i] = stored_crc[i]
         else:
             computed_crc[i] = (crc32(0, addr + body_pos[i], blen) & 0x7FFFFFFF) if blen > 0 else 0
-        flag[i] = _i32(buf, pos + 16)
-        born_ts[i] = _i64(buf, pos + 40)
+        flag[i] = i32(buf, pos + 16)
+        born_ts[i] = i64(buf, pos + 40)
         born_at = pos + 48
         store_at = born_at + (20 if born_v6 else 8) + 8
         tail = store_at + (20 if store_v6 else 8)
-        reconsume[i] = _i32(buf, tail)
-        prepared[i] = _i64(buf, tail + 4)
+        reconsume[i] = i32(buf, tail)
+        prepared[i] = i64(buf, tail + 4)
         tags_hash[i] = 0
         delay[i] = 0
         tags_ok[i] = keys_ok[i] = uniq_ok[i] = False
@@ -340,9 +302,10 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         map_off[i] = entries
         first = entries
         while p < end:
-            s, e, plain = _scan_pair(buf, p, end)
+            s, e = pair_at(buf, p, end)
+            plain = is_ascii(buf, p, e)
             all_plain = all_plain and plain
-            if p < s < e - 1:
+            if has_value(p, s, e):
                 key_off[entries] = kq
                 kq = _put(buf, p, s, plain, key_data, kq)
                 slot = entries - first
@@ -370,20 +333,19 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
             start = vq
             vq = _put(buf, value_lo[j - first], value_hi[j - first], value_plain[j - first], val_data, vq)
             k0, k1 = key_off[j], key_off[j + 1]
-            if _named(key_data, k0, k1, tags_name):
+            if is_name(key_data, k0, k1, tags_name):
                 tags_ok[i] = True
                 gq = _copy_value(val_data, start, vq, tags_data, tags_off[i])
                 # tagsCode: the Java hashCode of TAGS (decoded, so its UTF-16 units are exact)
-                h = _utf8_units(val_data, start, vq, 0, state)
-                tags_hash[i] = h - 0x100000000 if h >= 0x80000000 else h
-            elif _named(key_data, k0, k1, keys_name):
+                tags_hash[i] = signed32(java_hash(val_data, start, vq, 0, state))
+            elif is_name(key_data, k0, k1, keys_name):
                 keys_ok[i] = True
                 yq = _copy_value(val_data, start, vq, keys_data, keys_off[i])
-            elif _named(key_data, k0, k1, uniq_name):
+            elif is_name(key_data, k0, k1, uniq_name):
                 uniq_ok[i] = True
                 uq = _copy_value(val_data, start, vq, uniq_data, uniq_off[i])
-            elif _named(key_data, k0, k1, delay_name):
-                delay[i] = _delay_level(val_data, start, vq)
+            elif is_name(key_data, k0, k1, delay_name):
+                delay[i] = delay_level(val_data, start, vq)
     for arr, last in ((topic_off, tq), (props_off, pq), (born_off, bq), (store_off, sq), (msgid_off, mq),
                       (map_off, entries), (tags_off, gq), (keys_off, yq), (uniq_off, uq)):
         arr[n] = last

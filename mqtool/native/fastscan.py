@@ -21,6 +21,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mqtool.formats import commitlog, dledger
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6, TRANSACTION_MASK, TRANSACTION_ROLLBACK
+from mqtool.formats.primitives import (
+    delay_level,
+    has_value,
+    i32,
+    i64,
+    index_hash,
+    is_name,
+    java_hash,
+    key_prefix,
+    pair_at,
+    signed32,
+    u32,
+)
 from mqtool.native import aot
 from mqtool.native.jit import crc32, njit, prefetch
 
@@ -36,10 +51,10 @@ FULL = 4
 # damage reasons (the reference walker's RecordError kinds)
 REASONS = {1: "bad-magic", 2: "bad-size", 3: "bad-length", 4: "bad-blank", 5: "truncated"}
 
-MAGIC_V1 = 0xDAA320A7
-MAGIC_V2 = 0xDAA320AB
-BLANK_MAGIC = 0xCBD43194
-MIN_RECORD = 91
+MAGIC_V1 = commitlog.MAGIC_V1
+MAGIC_V2 = commitlog.MAGIC_V2
+BLANK_MAGIC = commitlog.BLANK_MAGIC
+MIN_RECORD = commitlog.MIN_RECORD_LENGTH
 
 # per-record flag bits set by parse_records
 UTF8_IRREGULAR = 1     # topic or a parsed property is not plain UTF-8: recompute in Python
@@ -47,23 +62,7 @@ HAS_DELAY = 2
 
 
 @njit(cache=True, inline="always")
-def _u32(buf, p):
-    return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-
-
-@njit(cache=True, inline="always")
-def _i32(buf, p):
-    v = _u32(buf, p)
-    return v - 0x100000000 if v >= 0x80000000 else v
-
-
-@njit(cache=True, inline="always")
-def _i64(buf, p):
-    return (_u32(buf, p) << 32) | _u32(buf, p + 4)
-
-
-@njit(cache=True, inline="always")
-def _decode_at(buf, pos, limit):
+def decode_at(buf, pos, limit):
     """One entry at pos: (kind, reason, total, magic, sysFlag, storeTimestamp, body pos, body length,
     topic pos, topic length, properties pos, properties length).  kind is -1 for a record, else
     BLANK, ZEROS or DAMAGE (with a reason code); the layout is formats/commitlog.py's."""
@@ -72,8 +71,8 @@ def _decode_at(buf, pos, limit):
             if buf[k] != 0:
                 return DAMAGE, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
         return ZEROS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-    total = _i32(buf, pos)
-    magic = _u32(buf, pos + 4)
+    total = i32(buf, pos)
+    magic = u32(buf, pos + 4)
     if magic == BLANK_MAGIC:
         if total < 8 or total != limit - pos:
             return DAMAGE, 4, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
@@ -85,13 +84,13 @@ def _decode_at(buf, pos, limit):
     if total < MIN_RECORD or total > limit - pos:
         return DAMAGE, 2, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
     end = pos + total
-    flag = _i32(buf, pos + 36)
-    p = pos + 48 + (20 if flag & 0x10 else 8)
-    ts = _i64(buf, p)
-    p += 8 + (20 if flag & 0x20 else 8)
+    flag = i32(buf, pos + 36)
+    p = pos + 48 + (20 if flag & BORNHOST_V6 else 8)
+    ts = i64(buf, p)
+    p += 8 + (20 if flag & STOREHOST_V6 else 8)
     if p + 16 > end:
         return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
-    blen = _i32(buf, p + 12)
+    blen = i32(buf, p + 12)
     p += 16
     if blen < 0 or p + blen > end:
         return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
@@ -154,14 +153,14 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
             kind = REACHED_LIMIT
             break
         if limit - pos >= 8:
-            ahead = _i32(buf, pos)
+            ahead = i32(buf, pos)
             if 0 < ahead and pos + 9 * ahead <= limit:
                 # records of one size are common: the header and the tail (topic, properties)
                 # of the record 8 ahead, so that they are in the cache when the walk gets there
                 prefetch(addr + pos + 8 * ahead)
                 prefetch(addr + pos + 9 * ahead - 1)
         (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
-         plen) = _decode_at(buf, pos, limit)
+         plen) = decode_at(buf, pos, limit)
         if kind == BLANK:
             blank = total
             break
@@ -172,12 +171,12 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
             crc = 0
             if blen > 0:
                 crc = crc32(0, addr + bpos, blen) & 0x7FFFFFFF
-            ok = crc == _i32(buf, pos + 8)
+            ok = crc == i32(buf, pos + 8)
         offset[n] = base + pos
         size[n] = total
-        queue_id[n] = _i32(buf, pos + 12)
-        queue_offset[n] = _i64(buf, pos + 20)
-        physical[n] = _i64(buf, pos + 28)
+        queue_id[n] = i32(buf, pos + 12)
+        queue_offset[n] = i64(buf, pos + 20)
+        physical[n] = i64(buf, pos + 28)
         sys_flag[n] = flag
         store_ts[n] = ts
         crc_ok[n] = ok
@@ -208,10 +207,10 @@ def hop_to(buf, pos, limit, target):
     not a record comes first."""
     addr = buf.ctypes.data
     while limit - pos >= 8:
-        total = _i32(buf, pos)
+        total = i32(buf, pos)
         if 0 < total and pos + 16 * total < limit:
             prefetch(addr + pos + 16 * total)   # records of one size are common: their headers ahead
-        magic = _u32(buf, pos + 4)
+        magic = u32(buf, pos + 4)
         if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD or total > limit - pos:
             return -1
         if pos >= target:
@@ -226,7 +225,7 @@ def lower_bound(buf, start, stride, lo, hi, value):
     binary search over consume queue units or index entries, sorted by commitlog offset)."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        if _i64(buf, start + mid * stride) < value:
+        if i64(buf, start + mid * stride) < value:
             lo = mid + 1
         else:
             hi = mid
@@ -234,79 +233,7 @@ def lower_bound(buf, start, stride, lo, hi, value):
 
 
 @njit(cache=True, inline="always")
-def _cont(buf, p):
-    return (np.int64(buf[p]) & 0xC0) == 0x80
-
-
-@njit(cache=True, inline="always")
-def _utf8_units(buf, p, end, h, state):
-    """Feed the UTF-8 bytes buf[p:end] as UTF-16 code units into a Java hash h.  Malformed
-    UTF-8 sets state[0] = 1: the caller then recomputes that record in Python, which decodes
-    malformed input as Java does (replacement characters)."""
-    while p < end:
-        b = np.int64(buf[p])
-        if b < 0x80:
-            h = (h * 31 + b) & 0xFFFFFFFF
-            p += 1
-        elif 0xC2 <= b < 0xE0 and p + 1 < end and _cont(buf, p + 1):
-            h = (h * 31 + (((b & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F))) & 0xFFFFFFFF
-            p += 2
-        elif 0xE0 <= b < 0xF0 and p + 2 < end and _cont(buf, p + 1) and _cont(buf, p + 2) \
-                and not (b == 0xE0 and buf[p + 1] < 0xA0) and not (b == 0xED and buf[p + 1] >= 0xA0):
-            cp = ((b & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6) | (np.int64(buf[p + 2]) & 0x3F)
-            h = (h * 31 + cp) & 0xFFFFFFFF
-            p += 3
-        elif 0xF0 <= b < 0xF5 and p + 3 < end and _cont(buf, p + 1) and _cont(buf, p + 2) \
-                and _cont(buf, p + 3) and not (b == 0xF0 and buf[p + 1] < 0x90) \
-                and not (b == 0xF4 and buf[p + 1] >= 0x90):
-            cp = (((b & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
-                  | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)) - 0x10000
-            h = (h * 31 + (0xD800 + (cp >> 10))) & 0xFFFFFFFF
-            h = (h * 31 + (0xDC00 + (cp & 0x3FF))) & 0xFFFFFFFF
-            p += 4
-        else:
-            state[0] = 1
-            p += 1
-    return h
-
-
-@njit(cache=True, inline="always")
-def _index_hash(h):
-    if h >= 0x80000000:
-        h -= 0x100000000
-    if h == -0x80000000:
-        return 0
-    return -h if h < 0 else h
-
-
-@njit(cache=True, inline="always")
-def _is_name(buf, p, end, a, b, c, d, e, f, g, hh, length):
-    """Does buf[p:end] equal the ASCII name given as up to 8 byte codes (length of them)?"""
-    if end - p != length:
-        return False
-    codes = (a, b, c, d, e, f, g, hh)
-    for k in range(length):
-        if buf[p + k] != codes[k]:
-            return False
-    return True
-
-
-@njit(cache=True, inline="always")
-def pair_at(buf, p, end):
-    """The property pair starting at buf[p] (pairs end at 0x02 or at end): (where its first 0x01
-    is, or its end when it has none; its end).  The pair has a name and a value when
-    p < first 0x01 < end - 1; the broker skips the others."""
-    q = p
-    while q < end and buf[q] != 2:
-        q += 1
-    s = p
-    while s < q and buf[s] != 1:
-        s += 1
-    return s, q
-
-
-@njit(cache=True, inline="always")
-def _props(buf, p, end):
+def read_props(buf, p, end):
     """The properties the store reads, found in buf[p:end] by the broker's rules (pairs split on
     0x02, name and value on the first 0x01, empty names or values skipped, the last duplicate
     wins): (TAGS lo, hi, KEYS lo, hi, UNIQ_KEY lo, hi, DELAY value or -1 if unreadable, has DELAY)."""
@@ -315,34 +242,26 @@ def _props(buf, p, end):
     has_delay = False
     while p < end:
         s, q = pair_at(buf, p, end)
-        if s > p and s < q - 1:
-            if _is_name(buf, p, s, 84, 65, 71, 83, 0, 0, 0, 0, 4):            # TAGS
+        if has_value(p, s, q):
+            if is_name(buf, p, s, (84, 65, 71, 83)):                       # TAGS
                 tags_lo, tags_hi = s + 1, q
-            elif _is_name(buf, p, s, 75, 69, 89, 83, 0, 0, 0, 0, 4):          # KEYS
+            elif is_name(buf, p, s, (75, 69, 89, 83)):                     # KEYS
                 keys_lo, keys_hi = s + 1, q
-            elif _is_name(buf, p, s, 85, 78, 73, 81, 95, 75, 69, 89, 8):      # UNIQ_KEY
+            elif is_name(buf, p, s, (85, 78, 73, 81, 95, 75, 69, 89)):     # UNIQ_KEY
                 uniq_lo, uniq_hi = s + 1, q
-            elif _is_name(buf, p, s, 68, 69, 76, 65, 89, 0, 0, 0, 5):         # DELAY
+            elif is_name(buf, p, s, (68, 69, 76, 65, 89)):                 # DELAY
                 has_delay = True
-                value = 0
-                valid = q - s - 1 <= 10
-                for k in range(s + 1, q):
-                    c = buf[k]
-                    if c < 48 or c > 57:
-                        valid = False
-                        break
-                    value = value * 10 + (c - 48)
-                delay = value if valid and value <= 0x7FFFFFFF else -1
+                delay = delay_level(buf, s + 1, q)
         p = q + 1
     return tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay, has_delay
 
 
 @njit(cache=True, inline="always")
-def _tags_hash(buf, lo, hi, state):
+def tags_hash_of(buf, lo, hi, state):
+    """The tags code of a record whose TAGS value is buf[lo:hi] (lo < 0: none, 0)."""
     if lo < 0:
         return 0
-    h = _utf8_units(buf, lo, hi, 0, state)
-    return h - 0x100000000 if h >= 0x80000000 else h
+    return signed32(java_hash(buf, lo, hi, 0, state))
 
 
 @njit(cache=True, nogil=True)
@@ -356,16 +275,16 @@ def parse_records(buf, start, n, sys_flag, topic_pos, topic_len, props_pos, prop
     for i in range(start, n):
         state[0] = 0
         tp, tl = topic_pos[i], topic_len[i]
-        prefix = (_utf8_units(buf, tp, tp + tl, 0, state) * 31 + 35) & 0xFFFFFFFF   # "topic#"
+        prefix = key_prefix(java_hash(buf, tp, tp + tl, 0, state))
         p = props_pos[i]
         (tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay,
-         has_delay) = _props(buf, p, p + props_len[i])
-        tags_hash[i] = _tags_hash(buf, tags_lo, tags_hi, state)
+         has_delay) = read_props(buf, p, p + props_len[i])
+        tags_hash[i] = tags_hash_of(buf, tags_lo, tags_hi, state)
         delay_level[i] = delay if has_delay else 0
-        if (sys_flag[i] & 0xC) != 0xC:    # rollback records are not indexed
+        if (sys_flag[i] & TRANSACTION_MASK) != TRANSACTION_ROLLBACK:    # rollback records are not indexed
             if uniq_lo >= 0 and keys < key_cap:
                 key_record[keys] = i
-                key_hash[keys] = _index_hash(_utf8_units(buf, uniq_lo, uniq_hi, prefix, state))
+                key_hash[keys] = index_hash(java_hash(buf, uniq_lo, uniq_hi, prefix, state))
                 keys += 1
             if keys_lo >= 0:
                 a = keys_lo
@@ -375,7 +294,7 @@ def parse_records(buf, start, n, sys_flag, topic_pos, topic_len, props_pos, prop
                         b += 1
                     if b > a and keys < key_cap:
                         key_record[keys] = i
-                        key_hash[keys] = _index_hash(_utf8_units(buf, a, b, prefix, state))
+                        key_hash[keys] = index_hash(java_hash(buf, a, b, prefix, state))
                         keys += 1
                     a = b + 1
         f = HAS_DELAY if has_delay else 0
@@ -487,11 +406,11 @@ def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
 # ------------------------------------------------------------------ DLedger entries
 # A DLedger data file (mqtool/formats/dledger.py) holds one record per entry, at the entry's
 # pos + 48.  scan_entries decodes each entry's body as scan_records decodes a region of one record
-# (the same _decode_at, inline, with no call or array slices per entry), so a run of entries costs
+# (the same decode_at, inline, with no call or array slices per entry), so a run of entries costs
 # what a run of records does.
 
-DLEDGER_HEADER = 48
-DLEDGER_MAGIC = 1
+DLEDGER_HEADER = dledger.HEADER_SIZE
+DLEDGER_MAGIC = dledger.MAGIC_1
 ENTRY_COLUMNS = ("entry_index", "entry_term")   # scan_dledger's columns beyond scan()'s
 
 
@@ -517,17 +436,17 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         if pos >= limit:
             kind = REACHED_LIMIT
             break
-        if limit - pos < DLEDGER_HEADER or _i32(buf, pos) != DLEDGER_MAGIC:
+        if limit - pos < DLEDGER_HEADER or i32(buf, pos) != DLEDGER_MAGIC:
             kind = DAMAGE
             break
-        total = _i32(buf, pos + 4)
+        total = i32(buf, pos + 4)
         if 0 < total and pos + 9 * total <= limit:
             # as scan_records does: the entry 8 ahead (its header, the record's tail), in the
             # cache by the time the walk gets there
             prefetch(addr + pos + 8 * total)
             prefetch(addr + pos + 9 * total - 1)
-        if (total <= DLEDGER_HEADER or _i32(buf, pos + 44) + DLEDGER_HEADER != total
-                or _i64(buf, pos + 24) != base + pos or total > limit - pos):
+        if (total <= DLEDGER_HEADER or i32(buf, pos + 44) + DLEDGER_HEADER != total
+                or i64(buf, pos + 24) != base + pos or total > limit - pos):
             kind = DAMAGE
             break
         end = pos + total
@@ -535,7 +454,7 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         # slices per entry): exactly one valid record, ending where the entry ends
         at = pos + DLEDGER_HEADER
         (got, _, size_, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
-         plen) = _decode_at(buf, at, end)
+         plen) = decode_at(buf, at, end)
         if got != -1 or at + size_ != end:
             kind = DAMAGE
             break
@@ -544,12 +463,12 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
             crc = 0
             if blen > 0:
                 crc = crc32(0, addr + bpos, blen) & 0x7FFFFFFF
-            ok = crc == _i32(buf, at + 8)
+            ok = crc == i32(buf, at + 8)
         offset[n] = base + at
         size[n] = size_
-        queue_id[n] = _i32(buf, at + 12)
-        queue_offset[n] = _i64(buf, at + 20)
-        physical[n] = _i64(buf, at + 28)
+        queue_id[n] = i32(buf, at + 12)
+        queue_offset[n] = i64(buf, at + 20)
+        physical[n] = i64(buf, at + 28)
         sys_flag[n] = flag
         store_ts[n] = ts
         crc_ok[n] = ok
@@ -561,8 +480,8 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         props_pos[n] = ppos
         props_len[n] = plen
         topic_hash[n] = _fnv(buf, tpos, tlen)
-        entry_index[n] = _i64(buf, pos + 8)
-        entry_term[n] = _i64(buf, pos + 16)
+        entry_index[n] = i64(buf, pos + 8)
+        entry_term[n] = i64(buf, pos + 16)
         if parse:
             keys = parse_records(buf, n, n + 1, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
                                  delay_level, flags, key_cap, keys, key_record, key_hash)
@@ -599,10 +518,10 @@ def hop_entries(buf, pos, limit, target):
     target, -1 when anything else (a blank, zeros, damage) comes first."""
     addr = buf.ctypes.data
     while limit - pos >= DLEDGER_HEADER:
-        total = _i32(buf, pos + 4)
+        total = i32(buf, pos + 4)
         if 0 < total and pos + 16 * total < limit:
             prefetch(addr + pos + 16 * total)
-        if _i32(buf, pos) != DLEDGER_MAGIC or total <= DLEDGER_HEADER or total > limit - pos:
+        if i32(buf, pos) != DLEDGER_MAGIC or total <= DLEDGER_HEADER or total > limit - pos:
             return -1
         if pos >= target:
             return pos

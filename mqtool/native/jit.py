@@ -45,6 +45,10 @@ import llvmlite.binding as _llvm  # noqa: E402
 import numba  # noqa: E402
 from numba import types  # noqa: E402
 
+# numba reads NUMBA_CACHE_DIR when it is imported; mqtool/formats/primitives.py (whose functions
+# are never cached themselves) may have imported it before the line above set it
+numba.core.config.reload_config()
+
 
 def _load_isal() -> None:
     for path in glob.glob(os.path.join(os.path.dirname(isal.__file__), "isal_zlib*.so")):
@@ -81,18 +85,4 @@ def prefetch(typingctx, address):
         fn = _cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
         builder.call(fn, [pointer, _ir.Constant(i32, 0), _ir.Constant(i32, 3), _ir.Constant(i32, 1)])
         return context.get_dummy_value()
-    return sig, codegen
-
-
-@_intrinsic
-def load_u64(typingctx, address):
-    """load_u64(address): the 8 bytes at address (an integer, any alignment) as a uint64 in the
-    machine's order (little-endian on the x86-64, AArch64 and ppc64le machines numba runs on),
-    in one load: lets a kernel look at a word of a buffer at a time."""
-    sig = types.uint64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        i64 = _ir.IntType(64)
-        pointer = builder.inttoptr(args[0], i64.as_pointer())
-        return builder.load(pointer, align=1)
     return sig, codegen

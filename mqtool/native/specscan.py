@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.formats.primitives import HIGHS, ONES, index_hash, java_hash, key_prefix, signed32
 from mqtool.native import aot
 from mqtool.native.jit import njit
 
@@ -55,10 +56,6 @@ def _space(b):
     return b == 32 or b == 9 or b == 13
 
 
-_ONES = np.uint64(0x0101010101010101)
-_HIGHS = np.uint64(0x8080808080808080)
-
-
 @njit(cache=True, inline="always")
 def _special(x):
     """Whether a word (eight bytes) holds a byte of _CLASS 1: a quote or backslash (a zero byte
@@ -67,11 +64,11 @@ def _special(x):
     for a word holding one."""
     quote = x ^ np.uint64(0x2222222222222222)
     backslash = x ^ np.uint64(0x5C5C5C5C5C5C5C5C)
-    found = (quote - _ONES) & ~quote
-    found |= (backslash - _ONES) & ~backslash
+    found = (quote - ONES) & ~quote
+    found |= (backslash - ONES) & ~backslash
     found |= (x - np.uint64(0x2020202020202020)) & ~x
-    found |= (x + _ONES) | x
-    return (found & _HIGHS) != 0
+    found |= (x + ONES) | x
+    return (found & HIGHS) != 0
 
 
 @njit(cache=True)
@@ -238,18 +235,6 @@ def intern(buf, offs, lens, status, ids):
     return firsts[:count].copy()
 
 
-@njit(cache=True, inline="always")
-def _hash_bytes(h, buf, s, m):
-    for j in range(m):
-        h = (h * 31 + buf[s + j]) & 0xFFFFFFFF
-    return h
-
-
-@njit(cache=True, inline="always")
-def _signed(h):
-    return h - 0x100000000 if h >= 0x80000000 else h
-
-
 @njit(cache=True, nogil=True)
 def build_columns(buf, rows, present, text_off, text_len, pieces, piece_start, literals):
     """The stored properties of rows (each the template of its shape: literal pieces and the
@@ -276,6 +261,7 @@ def build_columns(buf, rows, present, text_off, text_len, pieces, piece_start, l
     tags_code = np.zeros(n, dtype=np.int64)
     key_hash = np.empty(key_room, dtype=np.int64)
     key_owner = np.empty(key_room, dtype=np.int64)
+    state = np.zeros(1, dtype=np.int64)
     keys = 0
     for r in range(n):
         i = rows[r]
@@ -290,19 +276,19 @@ def build_columns(buf, rows, present, text_off, text_len, pieces, piece_start, l
                 s, m = text_off[i, TAGS + kind], text_len[i, TAGS + kind]
                 props[p:p + m] = buf[s:s + m]
             p += m
-        if present[i] & (1 << TAGS):
-            tags_code[r] = _signed(_hash_bytes(0, buf, text_off[i, TAGS], text_len[i, TAGS]))
+        if present[i] & (1 << TAGS):      # the text is printable ASCII: java_hash never finds it malformed
+            s = text_off[i, TAGS]
+            tags_code[r] = signed32(java_hash(buf, s, s + text_len[i, TAGS], 0, state))
         if present[i] & (1 << KEYS):
-            prefix = _hash_bytes(0, buf, text_off[i, TOPIC], text_len[i, TOPIC])
-            prefix = (prefix * 31 + 35) & 0xFFFFFFFF       # '#'
+            s = text_off[i, TOPIC]
+            prefix = key_prefix(java_hash(buf, s, s + text_len[i, TOPIC], 0, state))
             s, end = text_off[i, KEYS], text_off[i, KEYS] + text_len[i, KEYS]
             while s < end:
                 e = s
                 while e < end and buf[e] != 32:
                     e += 1
                 if e > s:
-                    h = _signed(_hash_bytes(prefix, buf, s, e - s))
-                    key_hash[keys] = 0 if h == -0x80000000 else abs(h)
+                    key_hash[keys] = index_hash(java_hash(buf, s, e, prefix, state))
                     key_owner[keys] = r
                     keys += 1
                 s = e + 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from mqtool.pipeline import engines as pipeline
+from mqtool.pipeline.schema import PROBLEMS_TYPE
 
 
 def arrow_type(kind: str):
@@ -19,7 +19,7 @@ def arrow_type(kind: str):
         return simple[kind]
     if kind == "map<string,string>":
         return pa.map_(pa.string(), pa.string())
-    if kind == pipeline.PROBLEMS_TYPE:
+    if kind == PROBLEMS_TYPE:
         return pa.list_(pa.struct([("kind", pa.string()), ("message", pa.string())]))
     raise ValueError(f"no Arrow type for {kind}")
 

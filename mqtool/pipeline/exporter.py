@@ -17,7 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mqtool.pipeline import engines as pipeline
+from mqtool.forensics.filters import Filters
+from mqtool.pipeline.local import Behind
+from mqtool.pipeline.plan import CommitLogPart
+from mqtool.pipeline.rows import row_blocks
+from mqtool.pipeline.schema import columns
 
 ROW_GROUP = 8192
 # Spark's ExternalCatalogUtils.charToEscape (for non-Windows), and NUL: Spark leaves it as it is
@@ -43,7 +47,7 @@ def warm_up(fmt: str, with_body: bool = False) -> None:
 
 def file_columns(with_body: bool) -> list:
     """The columns of export's files: every row column but topic (the directory names it)."""
-    return [c for c in pipeline.columns(with_body) if c[0] != "topic"]
+    return [c for c in columns(with_body) if c[0] != "topic"]
 
 
 def escape_path_name(name: str | None) -> str:
@@ -173,13 +177,13 @@ def _write_lines(writers, lines, block, rows, consts, raws) -> None:
         start = stop
 
 
-def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: bool = False,
-                filters: pipeline.Filters | None = None) -> dict:
+def export_part(part: CommitLogPart, out: str, fmt: str, with_body: bool = False,
+                filters: Filters | None = None) -> dict:
     """Write one partition's rows under out, one file per topic; returns {topic: rows written}
     and the number of damaged (ok = false) rows under the key None.  Rows come from the
-    columnar read path (pipeline.row_blocks); Parquet gets its Arrow batches as they are, split
+    columnar read path (pipeline.rows.row_blocks); Parquet gets its Arrow batches as they are, split
     by topic, a row group per ROW_GROUP rows of a topic."""
-    cols = pipeline.columns(with_body)
+    cols = columns(with_body)
     topic_at = [name for name, _ in cols].index("topic")
     ok_at = [name for name, _ in cols].index("ok")
     kept = file_columns(with_body)
@@ -238,10 +242,10 @@ def export_part(part: pipeline.CommitLogPart, out: str, fmt: str, with_body: boo
             else:
                 add(topic, [r[:topic_at] + r[topic_at + 1:] for r in group], len(group))
 
-    behind = pipeline.Behind()    # writes (and JSON lines rendered) while the next block is decoded
+    behind = Behind()    # writes (and JSON lines rendered) while the next block is decoded
     try:
         with behind:     # on the way out the last write ends before the files are closed
-            for piece in pipeline.row_blocks(part, filters, with_body=with_body):
+            for piece in row_blocks(part, filters, with_body=with_body):
                 if isinstance(piece, list):
                     add_rows(piece)
                     continue

@@ -16,8 +16,8 @@ from pathlib import Path
 from mqtool.errors import MqError, RefusedError
 from mqtool.forensics import lag as lagmod
 from mqtool.forensics import storeinfo
-from mqtool.pipeline import engines as pipeline
-from mqtool.pipeline import storestats
+from mqtool.pipeline import plan, storestats
+from mqtool.pipeline.local import LocalEngine
 from mqtool.storage import fsutil, timerstore
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import store_config_for_write
@@ -28,15 +28,15 @@ HOUR_MS = storestats.HOUR_MS
 def gather(store, config_path=None, settings=(), *, jobs: int = 1, now_ms: int | None = None) -> dict:
     started = time.perf_counter()
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    found = pipeline.find_stores([store], config_path, settings)[0]
+    found = plan.find_stores([store], config_path, settings)[0]
     layout = found.layout()
     # problems: what could not be read or planned; notes: what is not shown, and why
     data: dict = {"store": str(layout.root), "generatedAt": now_ms, "problems": [], "notes": []}
 
-    runner = pipeline.LocalEngine(jobs)
+    runner = LocalEngine(jobs)
     storestats.warm_up()
     scan = functools.partial(storestats.scan, filters=None, check_crc=True)
-    stats = storestats.merge(runner.imap(scan, pipeline.commitlog_parts([found])))
+    stats = storestats.merge(runner.imap(scan, plan.commitlog_parts([found])))
     data["stats"] = _stats(stats)
     data["commitlog"] = _commitlog(layout, stats)
     # recover and clean plan with the configuration their own runs use (file sizes read off the files)

@@ -18,7 +18,9 @@ from mqtool.forensics import storeinfo
 from mqtool.formats import properties as props
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_offset_name, name_to_offset
-from mqtool.pipeline import engines as pipeline
+from mqtool.forensics.filters import Filters
+from mqtool.pipeline.plan import CommitLogPart
+from mqtool.pipeline.rows import entries
 from mqtool.storage import commitlog
 
 HOUR_MS = 3_600_000
@@ -105,17 +107,17 @@ class Partial:
     stores: dict = field(default_factory=dict)   # broker -> StoreAgg
 
 
-def scan(part: pipeline.CommitLogPart, filters: pipeline.Filters | None = None,
+def scan(part: CommitLogPart, filters: Filters | None = None,
          check_crc: bool = True) -> Partial:
     """The partial stats of one partition: messages that pass their checks (and the filters)
     count per queue; damaged records and other damage count per store.  Runs of records come
     from the compiled scan and are added up by vectorised code (add_chunk)."""
     from mqtool.native import fastscan
 
-    filters = filters or pipeline.Filters()
+    filters = filters or Filters()
     store = StoreAgg(part.store, files=1 if part.path else 0)
     queues: dict = {}
-    for entry in pipeline.entries(part, check_crc, scanner=fastscan):
+    for entry in entries(part, check_crc, scanner=fastscan):
         if isinstance(entry, fastscan.Chunk):
             add_chunk(entry, part, filters, check_crc, store, queues)
         elif isinstance(entry, Record):

@@ -16,9 +16,9 @@ import numpy as np
 
 from mqtool.formats import batchconsumequeue as fmt
 from mqtool.formats.filenames import is_offset_name
+from mqtool.formats.written import written_end
 from mqtool.storage import fsutil
 from mqtool.storage.layout import list_store_files, queue_dirs, queue_file_size
-from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 

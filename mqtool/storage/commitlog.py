@@ -17,8 +17,9 @@ from mqtool.formats import commitlog as fmt
 from mqtool.formats import dledger as dledger_format
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError
+from mqtool.formats.written import written_end
 from mqtool.storage import dledger, fsutil
-from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile, written_end
+from mqtool.storage.mappedfile import POPULATE_STEP, MappedFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.walkitems import EndOfData, Problem
 from mqtool.storage.walkitems import first_nonzero as _first_nonzero
@@ -38,9 +39,7 @@ def record_problems(record: Record, check_crc: bool = True) -> list[tuple[str, s
                                          f"the record is at {record.offset}"))
     if record.queue_offset < 0 or record.queue_id < 0:
         found.append(("bad-queue", f"queueId {record.queue_id} / queueOffset {record.queue_offset}"))
-    if (record.sys_flag & sysflag.TRANSACTION_MASK) in (sysflag.TRANSACTION_PREPARED,
-                                                        sysflag.TRANSACTION_ROLLBACK) \
-            and record.queue_offset != 0:
+    if not sysflag.is_dispatched_to_consume_queue(record.sys_flag) and record.queue_offset != 0:
         found.append(("bad-queue", f"a prepared/rollback record carries queueOffset "
                                    f"{record.queue_offset}, expected 0"))
     return found

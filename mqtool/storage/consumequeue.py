@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqtool.errors import NotAStoreError
-from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
+from mqtool.formats.consumequeue import PRE_BLANK, UNIT_SIZE, UNIT_STRUCT, is_valid_unit, unit_dtype
+from mqtool.formats.written import written_end
 from mqtool.storage.layout import store_file_names
-from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 
@@ -60,7 +60,7 @@ class ConsumeQueue:
         if mf.first_create_in_queue and queue_offset != 0 and mf.wrote_position == 0:
             self.min_logic_offset = expect
             self.files.set_where(expect)
-            blank = UNIT_STRUCT.pack(0, 0x7FFFFFFF, 0)
+            blank = UNIT_STRUCT.pack(*PRE_BLANK)
             for _ in range(0, expect % self.files.file_size, UNIT_SIZE):
                 mf.append(blank)
         if queue_offset != 0 and expect < mf.file_from_offset + mf.wrote_position:
@@ -117,8 +117,9 @@ class ConsumeQueue:
                 self.put(int(offsets[i]), int(sizes[i]), int(tags[i]), int(queue_offsets[i]))
                 i += 1
                 continue
-            units = np.empty(run, dtype=[("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-            units["offset"], units["size"], units["tags"] = offsets[i:i + run], sizes[i:i + run], tags[i:i + run]
+            units = np.empty(run, dtype=unit_dtype())
+            units["commitLogOffset"], units["size"], units["tagsCode"] = (offsets[i:i + run], sizes[i:i + run],
+                                                                          tags[i:i + run])
             mf.append(units.tobytes())
             mf.drop_written_pages(1 << 20)    # a long append keeps a flat resident set
             self.max_physic_offset = int(offsets[i + run - 1] + sizes[i + run - 1])

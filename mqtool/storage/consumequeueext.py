@@ -9,8 +9,8 @@ from pathlib import Path
 
 from mqtool.errors import RefusedError
 from mqtool.formats import consumequeueext as ext
+from mqtool.formats.written import written_end
 from mqtool.storage.layout import list_store_files
-from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 

@@ -5,6 +5,10 @@ queue gets (offset, size, tagsCode), the index gets the KEYS and UNIQ_KEY of
 the topic the record is stored under.  tagsCode is the tags' hashCode, except
 for SCHEDULE_TOPIC_XXXX records, whose tagsCode is the delivery time
 (storeTimestamp + the delay of their level, the level clamped to the highest).
+
+Each fact is written once and serves both forms of the dispatch rule
+(mqtool/engine/dispatchrule.py): one record here (from_record, delivery_time), numpy columns
+of scanned records next to it (tags_codes, delivery_times).
 """
 
 from __future__ import annotations
@@ -12,18 +16,17 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numpy as np
+
 from mqtool.formats import multidispatch, sysflag
 from mqtool.formats import properties as props
 from mqtool.formats.commitlog import Record
 from mqtool.formats.javastr import parse_java_integer
 from mqtool.formats.javastr import tags_code as _tags_code
+from mqtool.storage.topics import SCHEDULE_TOPIC
 
 # Few distinct tags, hashed by a per-character loop: hash each once.
 tags_code = functools.lru_cache(maxsize=4096)(_tags_code)
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 
 
 @dataclass(slots=True)
@@ -49,8 +52,7 @@ class DispatchRequest:
 
     @property
     def is_indexed(self) -> bool:
-        """IndexService.buildIndex skips rollback records only."""
-        return sysflag.transaction_type(self.sys_flag) != sysflag.TRANSACTION_ROLLBACK
+        return sysflag.is_indexed(self.sys_flag)
 
     def index_keys(self) -> list[str]:
         """The keys the index service adds, in its order: UNIQ_KEY first, then KEYS."""
@@ -61,10 +63,35 @@ class DispatchRequest:
         return keys
 
 
+def rewrites_tags_code(topic: str) -> bool:
+    """Is a DELAY level's delivery time the tags code of this topic's records?"""
+    return topic == SCHEDULE_TOPIC
+
+
 def delivery_time(level: int, store_timestamp: int, delay_levels_ms: list[int]) -> int:
     """ScheduleMessageService.computeDeliverTimestamp for a (clamped) level >= 1."""
     level = min(level, len(delay_levels_ms))
     return store_timestamp + delay_levels_ms[level - 1]
+
+
+def delivery_times(levels: np.ndarray, store_timestamps: np.ndarray, delay_levels_ms: list[int]) -> np.ndarray:
+    """delivery_time for columns of levels >= 1 (delay_levels_ms not empty)."""
+    delays = np.asarray(delay_levels_ms, dtype=np.int64)
+    return store_timestamps + delays[np.minimum(levels, len(delays)) - 1]
+
+
+def tags_codes(tags_hash: np.ndarray, delay_level: np.ndarray, rewritten: np.ndarray, store_timestamps: np.ndarray,
+               delay_levels_ms: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """from_record's tags code for columns of scanned records: the kernels' hash of TAGS, or
+    for a record of a topic whose tags code is its delivery time (rewritten) with a DELAY level
+    (delay_level > 0) that time.  delay_level is the kernels' reading of DELAY: 0 without one,
+    -1 for a text that is not plain digits, which Integer.parseInt may still read: those rows come back
+    as the second value, for the caller to ask from_record."""
+    codes = tags_hash.copy()
+    timed = rewritten & (delay_level > 0)
+    if delay_levels_ms and timed.any():
+        codes[timed] = delivery_times(delay_level[timed], store_timestamps[timed], delay_levels_ms)
+    return codes, rewritten & (delay_level < 0)
 
 
 def from_record(record: Record, delay_levels_ms: list[int],
@@ -76,12 +103,8 @@ def from_record(record: Record, delay_levels_ms: list[int],
     tags = properties.get(props.TAGS)
     code = tags_code(tags)
     level_text = properties.get(props.DELAY)
-    if topic == SCHEDULE_TOPIC and level_text is not None:
-        try:
-            level = int(level_text)
-        except ValueError:
-            level = 0
-        level = min(level, len(delay_levels_ms))
+    if rewrites_tags_code(topic) and level_text is not None:
+        level = min(props.delay_level(level_text), len(delay_levels_ms))
         if level > 0:
             code = delivery_time(level, record.store_timestamp, delay_levels_ms)
     return DispatchRequest(

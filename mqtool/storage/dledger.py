@@ -23,8 +23,8 @@ from pathlib import Path
 from mqtool.errors import NotAStoreError
 from mqtool.formats import dledger as fmt
 from mqtool.formats.commitlog import Blank
+from mqtool.formats.written import written_end
 from mqtool.storage import fsutil
-from mqtool.storage.mappedfile import written_end
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 from mqtool.storage.walkitems import EndOfData, Problem
 from mqtool.storage.walkitems import first_nonzero as _first_nonzero

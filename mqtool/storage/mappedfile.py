@@ -101,27 +101,6 @@ class ReferenceResource:
         pass
 
 
-_ZERO_SCAN = 1 << 20     # written_end reads back a megabyte at a time
-
-
-def written_end(buf, start: int = 0, end: int | None = None, unit: int = 1) -> int:
-    """Where the written part of buf[start:end] ends: just past its last non-zero byte, rounded
-    up to a whole unit counted from byte 0 (a partly written unit counts as written); start when
-    it is all zeros.  Every store file is pre-allocated and zeros where nothing was written
-    (commitlog, consume queues and their extensions, batch queues, the timerlog): this is the
-    one rule for how far their bytes reach."""
-    end = len(buf) if end is None else min(end, len(buf))
-    pos = end
-    while pos > start:
-        begin = max(start, pos - _ZERO_SCAN)
-        stripped = buf[begin:pos].rstrip(b"\x00")
-        if stripped:
-            last = begin + len(stripped)
-            return max(start, -(-last // unit) * unit)
-        pos = begin
-    return start
-
-
 SMALL_READ = 64 * 1024     # read-only files up to this size are read, not mapped
 
 
@@ -292,7 +271,7 @@ class MappedFile(ReferenceResource):
             return False
         if self.write_buffer is not None:
             self.write_buffer[pos:end] = data
-        elif self.append_with_pwrite:
+        elif self.appends_by_pwrite():
             self.pwrite(data, pos)
         else:
             self.buf[pos:end] = data
@@ -319,6 +298,15 @@ class MappedFile(ReferenceResource):
                 finally:
                     self.release()
         return self.committed_position
+
+    def appends_by_pwrite(self, batch: bool = False) -> bool:
+        """The one rule for how appended bytes reach the file: never by pwrite with a write buffer
+        (the transient store pool's: commit() writes it out); else by pwrite when the file is
+        open for writing and either a batch of records is written (engine/batchappend.py: through
+        the mapping, every page of a fresh sparse file is a page fault that reads ahead zeroed
+        pages around it, the most of a record's cost) or single appends were asked to
+        (append_with_pwrite, for a sync-flushed commitlog); else through the mapping."""
+        return self.write_buffer is None and self.can_pwrite() and (batch or self.append_with_pwrite)
 
     def can_pwrite(self) -> bool:
         """Whether pwrite() works: the file is open for writing (not only mapped)."""

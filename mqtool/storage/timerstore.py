@@ -18,8 +18,9 @@ import numpy as np
 from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record
+from mqtool.formats.written import written_end
 from mqtool.storage import commitlog, fsutil
-from mqtool.storage.mappedfile import MappedFile, written_end
+from mqtool.storage.mappedfile import MappedFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
 END, BLANK, DAMAGE, FULL = "end", "blank", "damage", "full"

@@ -4,5 +4,5 @@ findings (what is reported), commitlog, queues and index (one scope each), run (
 the order of the report), kernels (the compiled checks the scopes share).  `verify` is the entry.
 """
 
-from mqtool.forensics.verify.findings import ENTRY_DTYPE, SCOPES, UNIT_DTYPE, Finding  # noqa: F401
+from mqtool.forensics.verify.findings import SCOPES, Finding  # noqa: F401
 from mqtool.forensics.verify.run import Summary, all_scopes, verify  # noqa: F401

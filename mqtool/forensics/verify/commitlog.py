@@ -10,10 +10,10 @@ import numpy as np
 
 from mqtool.forensics import dledgerscan
 from mqtool.forensics.verify import kernels
-from mqtool.forensics.verify.findings import PREPARED, ROLLBACK, Finding, Pointers, QueueRun, TaskResult, path_display
+from mqtool.forensics.verify.findings import Finding, Pointers, QueueRun, TaskResult, path_display
 from mqtool.forensics.verify.index import check_entries_into
 from mqtool.forensics.verify.queues import check_units_into
-from mqtool.formats import multidispatch
+from mqtool.formats import multidispatch, sysflag
 from mqtool.formats.commitlog import Blank, Record, RecordError, decode_entry
 from mqtool.formats.crc import body_crc
 from mqtool.native import fastscan
@@ -144,8 +144,7 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult, batch_topics=frozense
         result.findings.append(Finding("commitlog", "offset-mismatch", path, int(c["offset"][i]) - base,
                                        int(c["offset"][i]), "the physicalOffset field is not the record's offset",
                                        expected=int(c["offset"][i]), found=int(c["physical"][i])))
-    tx = c["sys_flag"] & 0xC
-    skipped_tx = (tx == PREPARED) | (tx == ROLLBACK)
+    skipped_tx = ~sysflag.is_dispatched_to_consume_queue(c["sys_flag"])
     for i in np.flatnonzero(skipped_tx & (c["queue_offset"] != 0)).tolist():
         result.findings.append(Finding("commitlog", "bad-queue-offset", path, int(c["offset"][i]) - base,
                                        int(c["offset"][i]), "a prepared or rollback record carries a queue offset",
@@ -186,8 +185,7 @@ def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:
     base = mf.file_from_offset
     starts = c["offset"] - base
     for i in commitlog.rows_holding(mf, c["offset"], c["size"], multidispatch.MARKER):
-        tx = int(c["sys_flag"][i]) & 0xC
-        if tx in (PREPARED, ROLLBACK):
+        if not sysflag.is_dispatched_to_consume_queue(int(c["sys_flag"][i])):
             continue
         try:
             record = decode_entry(mf.buf, int(starts[i]), mf.file_size, base)

@@ -7,15 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from mqtool.forensics.verify import kernels
 
 SCOPES = ("commitlog", "cq", "index", "timer")
-UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
-PRE_BLANK = (0, 0x7FFFFFFF, 0)   # ConsumeQueue.fillPreBlank's unit
-PREPARED, ROLLBACK = 4, 12
 
 UNIT_PROBLEMS = {
     kernels.UNIT_NOT_A_RECORD: ("unit-not-a-record", "no valid record starts at the unit's commitlog offset"),

@@ -10,7 +10,7 @@ import numpy as np
 
 from mqtool.errors import MqError
 from mqtool.forensics.verify import kernels
-from mqtool.forensics.verify.findings import ENTRY_DTYPE, ENTRY_PROBLEMS, Finding, Pointers, TaskResult, path_display
+from mqtool.forensics.verify.findings import ENTRY_PROBLEMS, Finding, Pointers, TaskResult, path_display
 from mqtool.formats import index as index_format
 from mqtool.formats.commitlog import RecordError, decode_entry
 from mqtool.formats.javastr import index_key_hash
@@ -22,9 +22,8 @@ from mqtool.storage.indexfile import IndexFile
 
 def read_entries(ix, count: int):
     first_entry = index_format.entry_position(ix.hash_slot_num, 0)
-    entries = np.frombuffer(ix.buf, dtype=ENTRY_DTYPE, count=count, offset=first_entry)
-    return (first_entry, entries["hash"].astype(np.int64), entries["phy"].astype(np.int64),
-            entries["diff"].astype(np.int64), entries["prev"].astype(np.int64))
+    entries = np.frombuffer(ix.buf, dtype=index_format.entry_dtype(), count=count, offset=first_entry)
+    return (first_entry, *(entries[k].astype(np.int64) for k in ("keyHash", "phyOffset", "timeDiff", "prevIndex")))
 
 
 def _slot_of(ix, number: int) -> int:
@@ -113,9 +112,9 @@ def check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, hi
             a = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, 1, count, low)
             b = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, a, count, high)
             del raw
-            part = np.frombuffer(ix.buf, dtype=ENTRY_DTYPE, count=b - a,
+            part = np.frombuffer(ix.buf, dtype=index_format.entry_dtype(), count=b - a,
                                  offset=first_entry + a * index_format.ENTRY_SIZE)
-            hashes, phy, diffs = (part[k].astype(np.int64) for k in ("hash", "phy", "diff"))
+            hashes, phy, diffs = (part[k].astype(np.int64) for k in ("keyHash", "phyOffset", "timeDiff"))
             del part
             rows = np.arange(a, b)
         else:

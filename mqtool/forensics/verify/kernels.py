@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_prefix
+from mqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.native.fastscan import (
     HAS_DELAY,
     I64,
     PARSED,
     UTF8_IRREGULAR,
-    _decode_at,
-    _i32,
-    _i64,
-    _index_hash,
-    _props,
-    _tags_hash,
-    _utf8_units,
+    decode_at,
+    read_props,
+    tags_hash_of,
 )
 from mqtool.native import aot
 from mqtool.native.jit import njit
@@ -52,12 +50,12 @@ def check_units(buf, base, limit, offsets, sizes, tags, logical, topic, queue, s
             code = UNIT_NOT_A_RECORD
         else:
             (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
-             plen) = _decode_at(buf, pos, limit)
+             plen) = decode_at(buf, pos, limit)
             if kind != -1:
                 code = UNIT_NOT_A_RECORD
             elif total != sizes[i]:
                 code = UNIT_SIZE_MISMATCH
-            elif (flag & 0xC) == 4 or (flag & 0xC) == 0xC:
+            elif (flag & TRANSACTION_MASK) == TRANSACTION_PREPARED or (flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
                 code = UNIT_NOT_DISPATCHED
             else:
                 same = tlen == tl
@@ -68,15 +66,15 @@ def check_units(buf, base, limit, offsets, sizes, tags, logical, topic, queue, s
                             break
                 if not same:
                     code = UNIT_WRONG_TOPIC
-                elif _i32(buf, pos + 12) != queue:
+                elif i32(buf, pos + 12) != queue:
                     code = UNIT_WRONG_QUEUE
-                elif _i64(buf, pos + 20) != logical[i]:
+                elif i64(buf, pos + 20) != logical[i]:
                     code = UNIT_WRONG_QUEUE_OFFSET
                 else:
                     state[0] = 0
                     (tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay,
-                     has_delay) = _props(buf, ppos, ppos + plen)
-                    expected = _tags_hash(buf, tags_lo, tags_hi, state)
+                     has_delay) = read_props(buf, ppos, ppos + plen)
+                    expected = tags_hash_of(buf, tags_lo, tags_hi, state)
                     if schedule and has_delay:
                         if delay < 0:
                             state[0] = 1
@@ -116,27 +114,27 @@ def check_entries(buf, base, limit, phy, hashes, store_ts, found):
             code = ENTRY_NOT_A_RECORD
         else:
             (kind, reason, total, magic, flag, ts, bpos, blen, tpos, tlen, ppos,
-             plen) = _decode_at(buf, pos, limit)
+             plen) = decode_at(buf, pos, limit)
             if kind != -1:
                 code = ENTRY_NOT_A_RECORD
-            elif (flag & 0xC) == 0xC:
+            elif (flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
                 code = ENTRY_NOT_INDEXED
             else:
                 store_ts[i] = ts
                 state[0] = 0
-                prefix = (_utf8_units(buf, tpos, tpos + tlen, 0, state) * 31 + 35) & 0xFFFFFFFF
+                prefix = key_prefix(java_hash(buf, tpos, tpos + tlen, 0, state))
                 (tags_lo, tags_hi, keys_lo, keys_hi, uniq_lo, uniq_hi, delay,
-                 has_delay) = _props(buf, ppos, ppos + plen)
+                 has_delay) = read_props(buf, ppos, ppos + plen)
                 matched = False
                 if uniq_lo >= 0:
-                    matched = _index_hash(_utf8_units(buf, uniq_lo, uniq_hi, prefix, state)) == hashes[i]
+                    matched = index_hash(java_hash(buf, uniq_lo, uniq_hi, prefix, state)) == hashes[i]
                 if not matched and keys_lo >= 0:
                     a = keys_lo
                     while a <= keys_hi and not matched:
                         b = a
                         while b < keys_hi and buf[b] != 32:
                             b += 1
-                        if b > a and _index_hash(_utf8_units(buf, a, b, prefix, state)) == hashes[i]:
+                        if b > a and index_hash(java_hash(buf, a, b, prefix, state)) == hashes[i]:
                             matched = True
                         a = b + 1
                 if state[0]:
@@ -167,7 +165,7 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
     used = 0
     n_slots = 0
     for slot in range(slots):
-        head = _i32(buf, header + slot * 4)
+        head = i32(buf, header + slot * 4)
         if head == 0:
             continue
         kind = 0
@@ -175,7 +173,7 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
             kind = SLOT_OUT_OF_RANGE
         else:
             used += 1
-            h = _i32(buf, first + head * 20)
+            h = i32(buf, first + head * 20)
             if h < 0 or h % slots != slot:
                 kind = SLOT_WRONG_HEAD
         if kind:
@@ -187,13 +185,13 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
     low, high, ordered, last = np.int64(-1), np.int64(-1), True, np.int64(-1)
     for i in range(1, count):
         at = first + i * 20
-        h = _i32(buf, at)
-        phy = _i64(buf, at + 4)
-        diff = _i32(buf, at + 12)
-        prev = _i32(buf, at + 16)
+        h = i32(buf, at)
+        phy = i64(buf, at + 4)
+        diff = i32(buf, at + 12)
+        prev = i32(buf, at + 16)
         bad = h < 0 or diff < 0 or prev < 0 or prev >= i
         if not bad and prev > 0:
-            ph = _i32(buf, first + prev * 20)
+            ph = i32(buf, first + prev * 20)
             bad = ph < 0 or ph % slots != h % slots
         if bad:
             if n_entries < len(bad_entries):
@@ -271,10 +269,10 @@ def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_l
                 expected = tags_hash[j]
                 if delayed and delay > 0:
                     expected = store_ts[j] + delays[min(delay, len(delays)) - 1]
-                tx = sys_flag[j] & 0xC
+                tx = sys_flag[j] & TRANSACTION_MASK
                 if size[j] != sizes[i]:
                     code = UNIT_SIZE_MISMATCH
-                elif tx == 4 or tx == 0xC:
+                elif tx == TRANSACTION_PREPARED or tx == TRANSACTION_ROLLBACK:
                     code = UNIT_NOT_DISPATCHED
                 elif t_hash[j] != topic_hash or t_len[j] != topic_len:
                     code = UNIT_WRONG_TOPIC
@@ -304,7 +302,7 @@ def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, p
         code = UNSETTLED
         ts[i] = 0
         if j < len(offset) and offset[j] == phy[i] and not flags[j] & UTF8_IRREGULAR:
-            if (sys_flag[j] & 0xC) == 0xC:
+            if (sys_flag[j] & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
                 code = ENTRY_NOT_INDEXED
             else:
                 ts[i] = store_ts[j]

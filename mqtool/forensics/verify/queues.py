@@ -10,8 +10,6 @@ import numpy as np
 
 from mqtool.forensics.verify import kernels
 from mqtool.forensics.verify.findings import (
-    PRE_BLANK,
-    UNIT_DTYPE,
     UNIT_PROBLEMS,
     Finding,
     Pointers,
@@ -20,7 +18,7 @@ from mqtool.forensics.verify.findings import (
 )
 from mqtool.formats import consumequeueext, multidispatch
 from mqtool.formats.commitlog import Record, RecordError, decode_entry
-from mqtool.formats.consumequeue import UNIT_SIZE
+from mqtool.formats.consumequeue import PRE_BLANK, UNIT_SIZE, unit_dtype
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
@@ -34,10 +32,10 @@ def read_units(mf):
     columns stop at the file's last data: the units past it lie in a hole (all zeros, not
     written), which a broker's pre-allocated queue file mostly is."""
     count = min(-(-mf.data_end // UNIT_SIZE), mf.file_size // UNIT_SIZE)
-    units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=count)
-    offsets = units["offset"].astype(np.int64)
+    units = np.frombuffer(mf.buf, dtype=unit_dtype(), count=count)
+    offsets = units["commitLogOffset"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
-    tags = units["tags"].astype(np.int64)
+    tags = units["tagsCode"].astype(np.int64)
     pre_blank = (offsets == 0) & (sizes == PRE_BLANK[1]) & (tags == 0)
     valid = (offsets >= 0) & (sizes > 0) & ~pre_blank
     return offsets, sizes, tags, pre_blank, valid
@@ -115,9 +113,9 @@ def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records
             a = fastscan.lower_bound(raw, 0, UNIT_SIZE, pointer.first, pointer.last, low)
             b = fastscan.lower_bound(raw, 0, UNIT_SIZE, a, pointer.last, high)
             del raw
-            units = np.frombuffer(mf.buf, dtype=UNIT_DTYPE, count=b - a, offset=a * UNIT_SIZE)
+            units = np.frombuffer(mf.buf, dtype=unit_dtype(), count=b - a, offset=a * UNIT_SIZE)
             rows = np.arange(a, b)
-            offsets, sizes, tags = (units[k].astype(np.int64) for k in ("offset", "size", "tags"))
+            offsets, sizes, tags = (units[k].astype(np.int64) for k in ("commitLogOffset", "size", "tagsCode"))
             del units
         else:
             offsets, sizes, tags, _, valid = read_units(mf)

@@ -111,7 +111,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     First every consume queue and index file is checked on its own (and says where its entries
     point); then every commitlog part, with the entries pointing into it.  on_progress(bytes)
     is called as tasks finish.  With jobs > 1 tasks run in that many threads; with an engine
-    (pipeline.LocalEngine or sparksource.SparkEngine) they are its partitions, so on Spark the
+    (pipeline.LocalEngine or spark.engine.SparkEngine) they are its partitions, so on Spark the
     checks run on the executors (which must see the store at the same path)."""
     summary = Summary(tuple(scopes))
     loading = time.perf_counter()

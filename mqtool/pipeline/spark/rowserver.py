@@ -1,12 +1,12 @@
-"""mqtool's row server: the Python half of format("rocketmq") in the JVM (pipeline/jvm/).
+"""mqtool's row server: the Python half of format("rocketmq") in the JVM (spark/jvm/).
 
-    python -m mqtool.pipeline.rowserver SOCKET [WORKERS]
+    python -m mqtool.pipeline.spark.rowserver SOCKET [WORKERS]
 
 Spark's JVM starts one per driver or executor and asks it, over a Unix socket, for a schema,
 which filters its reader takes, a plan (the partitions of a read) and a partition's rows.  Every
-answer comes from the Python data source's own classes (sparksource.RocketMQDataSource and its
-readers), so the two sources give the same rows; the JVM side only adds what PySpark's Python
-data sources cannot have: column pruning and Spark's columnar batches.  The server loads mqtool
+answer comes from the Python data source's own classes (sources.RocketMQDataSource and its
+readers, through answers), so the two sources give the same rows; the JVM side only adds what
+PySpark's Python data sources cannot have: column pruning and Spark's columnar batches.  The server loads mqtool
 and its compiled kernels once, then forks WORKERS workers (the executor's cores; the CPUs it may
 use by default) that answer connections one after another, as PySpark's own daemon reuses its
 workers; when all are busy and a connection waits, it forks one more (a task may hold one
@@ -40,6 +40,7 @@ import threading
 import time
 
 from mqtool.errors import REFUSED, MqError
+from mqtool.pipeline.plan import CommitLogPart, QueuePart
 
 _LENGTH = struct.Struct(">I")
 _PR_SET_PDEATHSIG = 1
@@ -61,22 +62,18 @@ def _check_version(message: dict, what: str) -> None:
 
 
 def describe_part(part) -> str:
-    """A pipeline part (engines.CommitLogPart or QueuePart) as JSON text: which of the two ("part")
+    """A pipeline part (plan.CommitLogPart or QueuePart) as JSON text: which of the two ("part")
     and its fields (a QueuePart has a field named kind: SimpleCQ or BatchCQ)."""
-    from mqtool.pipeline import engines
-
-    kinds = {engines.CommitLogPart: "commitlog", engines.QueuePart: "queue"}
+    kinds = {CommitLogPart: "commitlog", QueuePart: "queue"}
     return json.dumps({"v": PROTOCOL, "part": kinds[type(part)], **dataclasses.asdict(part)},
                       separators=(",", ":"))
 
 
 def read_part(text: str):
     """describe_part's text as the part again (JSON lists back to the tuples they were)."""
-    from mqtool.pipeline import engines
-
     fields = json.loads(text)
     _check_version(fields, "a part")
-    cls = {"commitlog": engines.CommitLogPart, "queue": engines.QueuePart}.get(fields.pop("part", None))
+    cls = {"commitlog": CommitLogPart, "queue": QueuePart}.get(fields.pop("part", None))
     del fields["v"]
     if cls is None:
         raise ProtocolError("mqtool's row server got a part of no kind it knows")
@@ -85,16 +82,16 @@ def read_part(text: str):
 
 
 def schema_of(request) -> dict:
-    from mqtool.pipeline import sparksource
+    from mqtool.pipeline.spark import answers
 
-    return {"ddl": sparksource.jvm_schema(request["source"], request["options"])}
+    return {"ddl": answers.jvm_schema(request["source"], request["options"])}
 
 
 def push(request) -> dict:
     """Which of the JVM's filters the reader takes (their indexes): Spark applies only the rest."""
-    from mqtool.pipeline import sparksource
+    from mqtool.pipeline.spark import answers
 
-    return {"taken": sparksource.jvm_push(request["source"], request["filters"])}
+    return {"taken": answers.jvm_push(request["source"], request["filters"])}
 
 
 _QUERY = ("source", "options", "schema", "columns", "filters")
@@ -103,9 +100,9 @@ _QUERY = ("source", "options", "schema", "columns", "filters")
 def plan(request) -> dict:
     """The reader of a query and its partitions, as JSON texts: the JVM hands them back, unread,
     with each partition's read."""
-    from mqtool.pipeline import sparksource
+    from mqtool.pipeline.spark import answers
 
-    _, parts = sparksource.jvm_plan(*(request[k] for k in _QUERY))
+    _, parts = answers.jvm_plan(*(request[k] for k in _QUERY))
     reader = json.dumps({"v": PROTOCOL, **{k: request[k] for k in _QUERY}}, separators=(",", ":"))
     return {"reader": reader, "parts": [describe_part(p) for p in parts]}
 
@@ -113,12 +110,12 @@ def plan(request) -> dict:
 def open_read(request):
     """(the partition's Arrow batches, their schema): what stream() sends.  The reader is made
     again from the query its description holds (as the plan made it, without its partitions)."""
-    from mqtool.pipeline import sparksource
+    from mqtool.pipeline.spark import answers
 
     query = json.loads(request["reader"])
     _check_version(query, "a reader")
-    reader = sparksource.jvm_reader(*(query[k] for k in _QUERY))
-    return sparksource.jvm_read(reader, read_part(request["part"]))
+    reader = answers.jvm_reader(*(query[k] for k in _QUERY))
+    return answers.jvm_read(reader, read_part(request["part"]))
 
 
 def stream(batches, schema, out) -> None:
@@ -234,7 +231,7 @@ def _leave_with_stdin(workers, path: str) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (1, 2):
-        print("usage: python -m mqtool.pipeline.rowserver SOCKET [WORKERS]", file=sys.stderr)
+        print("usage: python -m mqtool.pipeline.spark.rowserver SOCKET [WORKERS]", file=sys.stderr)
         return 2
     path = argv[0]
     first = max(1, min(int(argv[1]) if len(argv) == 2 else len(os.sched_getaffinity(0)), _SLOTS))
@@ -243,7 +240,7 @@ def main(argv=None) -> int:
     import pyarrow  # noqa: F401 - loaded once, before the forks
 
     from mqtool.native import columnar, fastscan
-    from mqtool.pipeline import sparksource  # noqa: F401
+    from mqtool.pipeline.spark import answers  # noqa: F401
 
     fastscan.warm_up()                  # the compiled kernels, loaded here rather than in every worker
     columnar.warm_up()

@@ -41,7 +41,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * format("rocketmq") in the JVM (and format("rocketmq_cq"): RocketMQQueueSource): the columns a
  * query reads (column pruning) and its simple
  * filters go to mqtool's row server, which plans the partitions and decodes each one with the
- * same code as the Python data source (mqtool.pipeline.sparksource); its Arrow batches become
+ * same code as the Python data source (mqtool.pipeline.spark.sources); its Arrow batches become
  * Spark's columnar batches as they are.  The rows are the Python data source's, only the
  * columns nobody reads are never made.
  */

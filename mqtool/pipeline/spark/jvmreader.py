@@ -1,8 +1,9 @@
-"""The JVM half of format("rocketmq") and format("rocketmq_cq"): its Java sources (pipeline/jvm/),
-built into a jar with the package (setup.py puts it in pipeline/jvm/, named by the sources and the
-Spark it was compiled against), for mqtool's Spark sessions to load: no JDK is needed at run time.
-A source checkout that was not built, or a Spark other than the build's, gets it built at first
-use with the JDK's javac into a private cache directory, as a fallback.
+"""The JVM half of format("rocketmq") and format("rocketmq_cq"): its Java sources
+(pipeline/spark/jvm/), built into a jar with the package (setup.py puts it in pipeline/spark/jvm/,
+named by the sources and the Spark it was compiled against), for mqtool's Spark sessions to load:
+no JDK is needed at run time.  A source checkout that was not built, or a Spark other than the
+build's, gets it built at first use with the JDK's javac into a private cache directory, as a
+fallback.
 
 Why a JVM half at all: PySpark's Python data sources are told nothing of the columns a query
 reads, so every query makes and carries every column, and Spark turns each Arrow batch into

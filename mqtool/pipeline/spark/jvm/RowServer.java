@@ -23,7 +23,7 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 
 /**
- * mqtool's row server (python -m mqtool.pipeline.rowserver), one per JVM and Python: every
+ * mqtool's row server (python -m mqtool.pipeline.spark.rowserver), one per JVM and Python: every
  * decision about stores, partitions and rows is made there, by the same code the Python data
  * source runs; this JVM only asks and carries the answers.  A request is a length-prefixed
  * JSON object; the answer starts with a byte: 'J' (a length-prefixed JSON object follows),
@@ -46,7 +46,7 @@ final class RowServer {
     try {
       dir = Files.createTempDirectory("mqtool-rows-");   // rwx------: only this user connects
       socket = dir.resolve("socket");
-      ProcessBuilder builder = new ProcessBuilder(python, "-m", "mqtool.pipeline.rowserver", socket.toString(),
+      ProcessBuilder builder = new ProcessBuilder(python, "-m", "mqtool.pipeline.spark.rowserver", socket.toString(),
           Integer.toString(workers()));
       builder.redirectError(ProcessBuilder.Redirect.INHERIT);
       process = builder.start();     // its stdin stays open: the server leaves when this JVM does
@@ -105,7 +105,7 @@ final class RowServer {
     timer.interrupt();
     if (!"ready".equals(line)) {
       throw new IllegalStateException("mqtool's row server did not start (" + python
-          + " -m mqtool.pipeline.rowserver; is mqtool installed for that Python?)");
+          + " -m mqtool.pipeline.spark.rowserver; is mqtool installed for that Python?)");
     }
   }
 
