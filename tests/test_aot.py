@@ -101,7 +101,8 @@ def test_fastscan_columns(name, extracted):
             else:
                 chunk = fastscan.scan(buf, 0, len(buf), 0, True, 1 << 12, parse_props=True)
             parsed = fastscan.parse(buf, chunk)
-            half = fastscan.hop_to(buf, 0, len(buf), len(buf) // 2)
+            hop = fastscan.hop_entries if dledger else fastscan.hop_to
+            half = hop(buf, 0, len(buf), len(buf) // 2)
             lows = [fastscan.lower_bound(buf, 0, 20, 0, 1 << 10, v) for v in (0, 1 << 20)]
             out.append((chunk.count, chunk.stop, chunk.kind, chunk.reason, chunk.blank_size,
                         {k: v.tolist() for k, v in chunk.columns.items()},

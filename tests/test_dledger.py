@@ -504,3 +504,173 @@ def test_diff_of_replicas_that_hold_a_different_message_at_one_offset(extracted,
     only = [(l["side"], l["offset"]) for l in lines if l["type"] == "only"]
     assert only == [("A", record["offset"]), ("B", record["offset"])]
     assert summary["heldByBothPastDivergence"] == len(records) - k - 1
+
+
+# ------------------------------------------------------------------ parts for --jobs
+
+def test_a_data_file_is_cut_into_parts_at_entry_starts_and_its_parts_read_as_the_whole(extracted):
+    """Plain commitlog files are cut into parts that --jobs walks in parallel; a DLedger data file
+    is cut too, at entries' starts, and its parts' records are the whole file's."""
+    from mqtool.native import fastscan
+    from mqtool.storage import commitlog
+
+    path = sorted(data_dir(extracted("dledger1")).iterdir())[0]
+    mf = MappedFile(path, 65536, strict=False)
+    try:
+        starts = [e["filePos"] for e in of_type("dledger1", "dledger_entry") if e["file"] == path.name]
+        cuts = fastscan.split_points(mf, 8192, entries=commitlog.is_dledger_file(mf))
+        assert len(cuts) >= 3 and set(cuts) <= set(starts)
+
+        def offsets(start, stop):
+            out = []
+            for item in commitlog.walk_file(mf, start=start, stop=stop, scanner=fastscan, is_last=False):
+                if isinstance(item, fastscan.Chunk):
+                    out += item.columns["offset"].tolist()
+                    assert item.columns["entry_index"].tolist() == \
+                        [_entry_at(o - fmt.HEADER_SIZE)["index"] for o in item.columns["offset"].tolist()]
+                elif type(item).__name__ == "Record":
+                    out.append(item.offset)
+            return out
+
+        edges = [0] + cuts + [None]
+        assert sum((offsets(a, b) for a, b in zip(edges, edges[1:])), []) == offsets(0, None) == \
+            [e["pos"] + fmt.HEADER_SIZE for e in of_type("dledger1", "dledger_entry") if e["file"] == path.name]
+    finally:
+        mf.close()
+
+
+def _entry_at(pos):
+    return next(e for e in of_type("dledger1", "dledger_entry") if e["pos"] == pos)
+
+
+# ------------------------------------------------------------------ after a crash
+# Copies of dledger1 as a crash (or damage) leaves them, and what DLedgerMmapFileStore.recover
+# (DLedger 0.3.1.2) keeps of each: it walks the entries from the third-last data file and ends the
+# data at the first entry it does not accept (magic, size, pos field, body length; an index that
+# is not the one before's + 1; a term lower than the one before's), keeping every entry before it
+# whatever its body holds; index units that disagree with the data are rewritten from it.  After
+# a crash (abort file) DLedgerCommitLog dispatches the records of the kept entries up to the
+# first that is not a valid record, and truncates the queues there.
+
+def _crashed(store_copy, how: str, abort: bool = True) -> Path:
+    store = store_copy("dledger1")
+    data, index_file = data_dir(store), data_dir(store).parent / "index" / "00000000000000000000"
+    last = _entry("dledger1", 199)
+    if how == "torn-body":         # the header written, the body's second half not
+        body = last["size"] - fmt.HEADER_SIZE
+        _patch(data / last["file"], last["filePos"] + fmt.HEADER_SIZE + body // 2, bytes(body - body // 2))
+    elif how == "torn-header":     # the header's first 20 bytes written
+        _patch(data / last["file"], last["filePos"] + 20, bytes(last["size"] - 20))
+    elif how == "zeroed-tail":     # entries 190 on lost (zeros), their index units still there
+        e = _entry("dledger1", 190)
+        _patch(data / e["file"], e["filePos"], bytes(65536 - e["filePos"]))
+    elif how == "index-short":     # the last ten index units not written
+        _patch(index_file, 190 * fmt.INDEX_UNIT_SIZE, bytes(10 * fmt.INDEX_UNIT_SIZE))
+    elif how == "term-back":       # entries 100-149 in term 1, 150 on in term 0 (index units alike)
+        for i in range(100, 150):
+            e = _entry("dledger1", i)
+            _patch(data / e["file"], e["filePos"] + 16, struct.pack(">q", 1))
+            _patch(index_file, i * fmt.INDEX_UNIT_SIZE + 24, struct.pack(">q", 1))
+    elif how == "index-gap":       # entry 150 says it is 151 (its index unit too)
+        e = _entry("dledger1", 150)
+        _patch(data / e["file"], e["filePos"] + 8, struct.pack(">q", 151))
+        _patch(index_file, 150 * fmt.INDEX_UNIT_SIZE + 16, struct.pack(">q", 151))
+    if abort:
+        (store / "abort").write_text(str(os.getpid() + 10_000_000))
+    return store
+
+
+def _ledger_end(run_cli, store) -> tuple:
+    (info,) = run_cli("info", store, "--json").json_lines()
+    return info["dledger"]["ledgerEndIndex"], info["dledger"]["committedPos"]
+
+
+@pytest.mark.parametrize("how, kept", [("torn-header", 199), ("zeroed-tail", 190), ("term-back", 150),
+                                       ("index-gap", 150)])
+def test_recover_ends_the_data_where_dledgers_recovery_ends_it(how, kept, store_copy, run_cli):
+    """kept: the entries DLedger keeps (0 to kept - 1); the queues get their records, no more."""
+    store = _crashed(store_copy, how)
+    end = _entry("dledger1", kept)["pos"]
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.err
+    (plan,) = result.json_lines()
+    assert plan["cut"] == end
+    assert _ledger_end(run_cli, store) == (kept - 1, end)
+    assert _units(run_cli, store) == [u for u in _broker_units("dledger1") if u[3] < end]
+    assert sorted(p.name for p in data_dir(store).iterdir()) == \
+        sorted({e["file"] for e in of_type("dledger1", "dledger_entry") if e["pos"] < end})
+    assert run_cli("verify-crc", store).code == 0
+    expected = [u[:5] + ((1,) if how == "term-back" and 100 <= u[0] < 150 else u[5:])   # as _crashed wrote them
+                for u in _broker_index_units(kept)]
+    assert _index_units(run_cli, store) == expected     # none past the kept entries
+
+
+def _index_units(run_cli, store):
+    lines = run_cli("dump", store, "dledger", "--json").json_lines()
+    return [(l["slot"], l["magic"], l["pos"], l["size"], l["index"], l["term"])
+            for l in lines if l["type"] == "dledger_index_unit"]
+
+
+def _broker_index_units(count):
+    return [(u["slot"], u["magic"], u["pos"], u["size"], u["index"], u["term"])
+            for u in of_type("dledger1", "dledger_index_unit")][:count]
+
+
+def test_a_torn_last_entry_stays_in_the_ledger_and_its_record_is_not_dispatched(store_copy, run_cli):
+    """DLedger reads no record: an entry whose header is whole stays, torn body and all; the
+    broker's dispatch stops at its record, and the queues end before it."""
+    store = _crashed(store_copy, "torn-body")
+    last = _entry("dledger1", 199)
+    before = (data_dir(store) / last["file"]).read_bytes()
+    assert _ledger_end(run_cli, store) == (199, last["pos"] + last["size"])
+    result = run_cli("recover", store, *SIZES, "--json")
+    (plan,) = [l for l in result.json_lines() if l["type"] == "plan"]
+    assert (plan["cut"], plan["bytesCut"], plan["dispatchEnd"]) == (last["pos"] + last["size"], 0, last["pos"])
+    assert (data_dir(store) / last["file"]).read_bytes() == before
+    assert _units(run_cli, store) == [u for u in _broker_units("dledger1") if u[3] < last["pos"]]
+    assert result.code == 1 and "bad-entry-body" in result.out    # the torn record is left, and said
+
+
+def test_an_index_short_of_the_data_still_says_where_the_committed_entries_end(store_copy, run_cli):
+    """Index units written after the data (a crash between the two, or units lost): DLedger's
+    recovery rewrites them from the entries, and committedPos is the committed entry's end."""
+    store = _crashed(store_copy, "index-short", abort=False)
+    tail = {r["offset"] for r in of_type("dledger1", "commitlog_record")[-30:]}     # not dispatched yet
+    for unit in of_type("dledger1", "cq_unit"):
+        if unit["commitLogOffset"] in tail:
+            path = store / "consumequeue" / unit["topic"] / str(unit["queueId"]) / "00000000000000000000"
+            _patch(path, unit["offset"] * 20, bytes(20))
+    assert _ledger_end(run_cli, store) == (199, 298695)
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.out
+    (plan,) = result.json_lines()
+    assert (plan["cut"], plan["dispatchEnd"]) == (298695, None)
+    assert plan["dledgerIndex"] == {"rewriteFromIndex": 190, "endIndex": 200, "unitsCut": 0}
+    assert _units(run_cli, store) == _broker_units("dledger1")
+    assert _index_units(run_cli, store) == _broker_index_units(200)      # written back as DLedger writes them
+
+
+def test_stale_index_units_are_written_from_the_entries_with_the_old_ones_kept(store_copy, run_cli):
+    store = _crashed(store_copy, "index-short")
+    index_file = data_dir(store).parent / "index" / "00000000000000000000"
+    _patch(index_file, 195 * fmt.INDEX_UNIT_SIZE + 24, struct.pack(">q", 7))       # a unit from another term
+    _patch(index_file, 200 * fmt.INDEX_UNIT_SIZE, b"\x00\x00\x00\x01" + bytes(27) + b"\x05")  # one past the end
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.out
+    (plan,) = result.json_lines()
+    assert plan["dledgerIndex"] == {"rewriteFromIndex": 190, "endIndex": 200, "unitsCut": 1}
+    assert _index_units(run_cli, store) == _broker_index_units(200)
+    old_units = bytearray(10 * fmt.INDEX_UNIT_SIZE)
+    old_units[5 * fmt.INDEX_UNIT_SIZE + 24:6 * fmt.INDEX_UNIT_SIZE] = struct.pack(">q", 7)
+    saved = {p.name.rsplit(".", 2)[1]: p.read_bytes() for p in store.glob("quarantine/*/dledger-n0/index/*.bin")}
+    assert saved == {"6080-6400": bytes(old_units), "6400-6432": b"\x00\x00\x00\x01" + bytes(27) + b"\x05"}
+
+
+def test_verify_says_once_that_an_entry_has_no_index_unit_yet(store_copy, run_cli):
+    """A unit of zeros was never written (a crash between the data and the index): one finding per
+    entry, not one per field the zeros disagree with."""
+    store = _crashed(store_copy, "index-short")
+    verify = run_cli("verify-crc", store, "--scope", "commitlog", "--json")
+    problems = [(l["kind"], l["offset"], l["message"]) for l in verify.json_lines() if l["type"] == "problem"]
+    assert problems == [("index-unit-mismatch", _entry("dledger1", i)["pos"], f"entry {i}: no index unit")
+                        for i in range(190, 200)]

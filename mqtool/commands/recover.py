@@ -133,12 +133,18 @@ def _show(plan, as_json: bool, *, applied: bool, quarantine, notes=(), left=()) 
         lines.append(f"  {verb}drop index file {path} (newer than the checkpoint)")
     for path in plan.rebuilt_index_files:
         lines.append(f"  {verb}rebuild index file {path} (entries at or past the cut)")
+    units = data["dledgerIndex"]
+    if units is not None:
+        if units["rewriteFromIndex"] is not None:
+            lines.append(f"  {verb}write the DLedger index units of entries {units['rewriteFromIndex']}.."
+                         f"{units['endIndex'] - 1} from their headers (missing or not what the entries say)")
+        if units["unitsCut"]:
+            lines.append(f"  {verb}zero {units['unitsCut']:,} DLedger index units past the last kept entry")
     end = plan.cut if plan.dispatch_end is None else plan.dispatch_end
     if plan.redispatch_from < end:
         lines.append(f"  {verb}dispatch commitlog offsets {plan.redispatch_from}..{end} again "
                      f"({end - plan.redispatch_from:,} bytes) into consume queues and index"
-                     + ("" if plan.dispatch_end is None else
-                        f" (the committed DLedger entries; {plan.cut - end:,} bytes of uncommitted ones follow)"))
+                     + ("" if plan.dispatch_end_why is None else f" ({plan.dispatch_end_why})"))
     if plan.timer is not None:
         kept = ("kept in the quarantine with timer-units.jsonl" if applied and quarantine else
                 "kept in the quarantine" if not applied else "NOT kept (--no-quarantine)")

@@ -55,7 +55,7 @@ from mqtool.formats import dledger as dledger_format
 from mqtool.formats import consumequeueext as ext_format
 from mqtool.formats import sysflag
 from mqtool.formats import timer as timer_format
-from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, decode_entry
+from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, Record, decode_entry
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
 from mqtool.formats.written import written_end
@@ -146,8 +146,16 @@ class RecoveryPlan:
     rebuilt_index_files: list[Path] = field(default_factory=list)    # hold entries at or past the cut
     empty_files: list[Path] = field(default_factory=list)   # 0-byte newest files a crash left (5.x deletes them)
     redispatch_from: int = 0
-    dispatch_end: int | None = None            # DLedger, normal: the committed entries' end (< cut)
+    dispatch_end: int | None = None            # DLedger: the committed entries' end (normal), or the
+                                               # first entry whose record is not valid (< cut)
+    dispatch_end_why: str | None = None        # what ends the dispatch at dispatch_end
     stop: Problem | None = None                # why the walk stopped, when it was damage
+    # DLedger: its index units as DLedgerMmapFileStore.recover leaves them: rewritten from the data
+    # from the first kept entry they disagree with ((index, pos) of that entry), and none past the
+    # kept entries' (units_end: their end in the index; units_written: how far written units reach)
+    units_from: tuple | None = None
+    units_end: int | None = None
+    units_written: int = 0
     records_checked: int = 0
     timer: timerview.Dangling | None = None   # pending timer units pointing at or past the cut
     timer_recovery: TimerPlan | None = None     # the broker's timer recovery (5.x timer store)
@@ -158,7 +166,12 @@ class RecoveryPlan:
                     or self.batch_cuts
                     or self.empty_files
                     or self.dropped_index_files or self.rebuilt_index_files or self.redispatch_from < self._dispatch_to
+                    or self.rewrites_units
                     or (self.timer_recovery is not None and self.timer_recovery.changes_anything))
+
+    @property
+    def rewrites_units(self) -> bool:
+        return self.units_end is not None and (self.units_from is not None or self.units_written > self.units_end)
 
     @property
     def _dispatch_to(self) -> int:
@@ -180,6 +193,10 @@ class RecoveryPlan:
             "rebuiltIndexFiles": [str(p) for p in self.rebuilt_index_files],
             "redispatchFrom": self.redispatch_from, "redispatchBytes": max(0, self._dispatch_to - self.redispatch_from),
             "dispatchEnd": self.dispatch_end,
+            "dledgerIndex": None if not self.rewrites_units else {
+                "rewriteFromIndex": self.units_from[0] if self.units_from else None,
+                "endIndex": self.units_end // dledger_format.INDEX_UNIT_SIZE,
+                "unitsCut": max(0, self.units_written - self.units_end) // dledger_format.INDEX_UNIT_SIZE},
             "stop": self.stop.to_json() if self.stop else None, "recordsChecked": self.records_checked,
             "timerDangling": self.timer.to_json() if self.timer else None,
             "timerRecovery": self.timer_recovery.to_json() if self.timer_recovery else None,
@@ -274,21 +291,34 @@ def abnormal_start_index(files, safe_time: int) -> int:
     return 0
 
 
-def walk_for_recovery(queue, start_index: int, check_crc: bool):
+def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop: list | None = None,
+                      units=None, ledger: list | None = None):
     """Walk from file start_index to the first entry that is not a valid record (a record whose
     body CRC fails counts as not valid, with checkCRCOnRecover), with the compiled walk.
+
+    A DLedger store's data ends where DLedgerMmapFileStore.recover ends it (ledger_cut): there a
+    record that is not valid is kept in its entry (DLedger reads no record), and only ends the
+    broker's dispatch: its entry's offset is appended to dispatch_stop, when given.  units (the
+    store's dledger.IndexUnits): the entries are checked against them too, and ledger_cut's
+    LedgerCut is appended to ledger, when given.
 
     Returns (cut, data_end, stop problem or None, records)."""
     files = queue.files
     if not files:
         return 0, 0, None, 0
+    if commitlog.is_dledger_file(files[0]):
+        found = ledger_cut(queue, start_index, check_crc, units)
+        if dispatch_stop is not None and found.bad_record is not None:
+            dispatch_stop.append(found.bad_record)
+        if ledger is not None:
+            ledger.append(found)
+        return _with_data_end(queue, found.cut, found.stop, found.records)
     import numpy as np  # here, not at the top: commands that never recover
 
     from mqtool.native import fastscan
     cut = files[start_index].file_from_offset
     records = 0
     stop = None
-    data_end = cut
     for i in range(start_index, len(files)):
         mf = files[i]
         is_last = i == len(files) - 1
@@ -301,9 +331,7 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
                 if len(bad):
                     j = int(bad[0])
                     offset = int(c["offset"][j])
-                    record = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
-                    stop = Problem("crc-mismatch", str(mf.path), offset - mf.file_from_offset, offset,
-                                   f"body CRC {record.body_crc} stored, {record.computed_body_crc()} computed")
+                    stop = _crc_problem(mf, offset)
                     records += j
                     cut = offset
                     break
@@ -321,6 +349,110 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool):
         if stop is not None or not blank or is_last:
             break
         cut = files[i + 1].file_from_offset
+    return _with_data_end(queue, cut, stop, records)
+
+
+def _crc_problem(mf, offset: int) -> Problem:
+    record = decode_entry(mf.buf, offset - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+    return Problem("crc-mismatch", str(mf.path), offset - mf.file_from_offset, offset,
+                   f"body CRC {record.body_crc} stored, {record.computed_body_crc()} computed")
+
+
+@dataclass
+class LedgerCut:
+    """What DLedgerMmapFileStore.recover makes of a DLedger store's data (ledger_cut)."""
+
+    cut: int                          # where the data ends
+    stop: Problem | None = None       # the entry it does not accept there, if any
+    records: int = 0                  # entries walked
+    bad_record: int | None = None     # the first kept entry whose record is not valid
+    last_index: int = -1              # the last kept entry's index
+    unit_mismatch: tuple | None = None   # (index, pos) of the first kept entry its index unit disagrees with
+
+
+def ledger_cut(queue, start_index: int, check_crc: bool, units=None) -> LedgerCut:
+    """Where DLedgerMmapFileStore.recover ends a DLedger store's data, walking from file
+    start_index: at the first entry it does not accept (walk_entries' checks: magic, size, pos
+    field, body length; a blank moves on to the next file, zeros end the data) and, from its own
+    first file (the third-last) on, at the first entry whose index is not the one before's + 1
+    or whose term is lower.  Entries are kept whatever their bodies hold.  units (IndexUnits):
+    from that file on, the first kept entry its unit disagrees with (DLedger rewrites the units
+    from there)."""
+    import numpy as np  # here, not at the top: commands that never recover
+
+    from mqtool.native import fastscan
+    files = queue.files
+    ledger_from = max(len(files) - 3, 0)
+    found = LedgerCut(files[start_index].file_from_offset)
+    cut, records, stop, bad_record, prev = found.cut, 0, None, None, None
+    for i in range(start_index, len(files)):
+        mf = files[i]
+        blank = False
+        for item in commitlog.walk_file(mf, check_crc=check_crc, is_last=True, resync_after_damage=False,
+                                        scanner=fastscan):
+            if isinstance(item, (fastscan.Chunk, Record)) or (isinstance(item, Problem)
+                                                               and item.kind == "bad-entry-body"):
+                if isinstance(item, fastscan.Chunk):
+                    c = item.columns
+                    pos, index, term = c["offset"] - dledger_format.HEADER_SIZE, c["entry_index"], c["entry_term"]
+                    ends, crc_ok = c["offset"] + c["size"], c["crc_ok"] if check_crc else np.ones(item.count, bool)
+                else:      # a record the reference walk read, or an entry whose body is not one record
+                    body = item.offset
+                    at = np.array([body - dledger_format.HEADER_SIZE - mf.file_from_offset], dtype=np.int64)
+                    fields = dledger.read_fields(mf.buf, at, dledger.HEADER_FIELDS)
+                    pos, index, term = fields["pos"], fields["index"], fields["term"]
+                    ends = pos + fields["size"]
+                    crc_ok = np.array([isinstance(item, Record) and (not check_crc or item.crc_ok())])
+                broken = dledger.chain_problems(index, term, prev) if i >= ledger_from else []
+                rows = min(broken)[0] if broken else len(index)    # the entries DLedger keeps
+                if rows:
+                    prev = (int(index[rows - 1]), int(term[rows - 1]))
+                    cut = int(ends[rows - 1])
+                    records += rows
+                    bad = np.flatnonzero(~crc_ok[:rows])
+                    if bad_record is None and len(bad):
+                        bad_record = int(pos[bad[0]])
+                    if units is not None and found.unit_mismatch is None and i >= ledger_from:
+                        found.unit_mismatch = _unit_mismatch(units, pos[:rows], ends[:rows], index[:rows],
+                                                             term[:rows])
+                if broken:
+                    _, kind, message, _, _ = min(broken)
+                    cut = int(pos[rows])
+                    stop = Problem(kind, str(mf.path), cut - mf.file_from_offset, cut,
+                                   f"DLedger's recovery ends the data here: {message}")
+                    break
+            elif isinstance(item, Blank):
+                blank = True
+                cut = item.offset
+                break
+            elif isinstance(item, Problem):
+                stop = item
+                break
+            elif isinstance(item, EndOfData):
+                break
+        if stop is not None or not blank or i == len(files) - 1:
+            break
+        cut = files[i + 1].file_from_offset
+    found.cut, found.stop, found.records, found.bad_record = cut, stop, records, bad_record
+    found.last_index = prev[0] if prev else -1
+    return found
+
+
+def _unit_mismatch(units, pos, ends, index, term):
+    """(index, pos) of the first of these entries whose index unit is missing or disagrees with
+    it (magic, pos, size, index, term: what DLedgerMmapFileStore.recover compares), or None."""
+    import numpy as np
+
+    unit = dledger.gather_units(units, index)
+    ok = unit["present"] & (unit["magic"] == dledger_format.MAGIC_1) & (unit["pos"] == pos) & \
+        (unit["size"] == ends - pos) & (unit["index"] == index) & (unit["term"] == term)
+    bad = np.flatnonzero(~ok)
+    return (int(index[bad[0]]), int(pos[bad[0]])) if len(bad) else None
+
+
+def _with_data_end(queue, cut: int, stop, records: int):
+    """(cut, how far written bytes reach from the cut in its file, stop, records)."""
+    files = queue.files
     # how far written bytes reach in the cut's file (what a cut zeroes)
     mf = queue.find_by_offset(cut) or (files[-1] if cut >= files[-1].file_end_offset else None)
     if mf is not None and cut < mf.file_end_offset:
@@ -347,20 +479,36 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         start_index = abnormal_start_index(files, safe) if files else 0
     else:
         start_index = max(len(files) - 3, 0)
-    cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover)
+    bad_record, ledger = [], []    # a DLedger store: the first kept entry whose record is not valid; LedgerCut
+    units = dledger.IndexUnits(store.layout.dledger_index_files()) if store.layout.is_dledger() else None
+    try:
+        cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover,
+                                                         dispatch_stop=bad_record, units=units, ledger=ledger)
+        written = _units_written(units) if units is not None else 0
+    finally:
+        if units is not None:
+            units.close()
     walk_from = files[start_index].file_from_offset if files else 0
     result = RecoveryPlan(mode, walk_from, cut, data_end, stop=stop, records_checked=records)
+    if ledger:
+        result.units_from = ledger[0].unit_mismatch
+        result.units_end = (ledger[0].last_index + 1) * dledger_format.INDEX_UNIT_SIZE
+        result.units_written = written
     cut_file = queue.find_by_offset(cut)
     if cut_file is not None:
         result.removed_files = [mf.path for mf in files if mf.file_from_offset > cut_file.file_from_offset]
+    # where the queues end: the cut, or (a crashed DLedger store) the first kept entry whose record
+    # is not valid, where DLedgerCommitLog's abnormal recovery stops dispatching and truncates the
+    # queues (truncateDirtyLogicFiles)
+    queue_end = bad_record[0] if abnormal and bad_record else cut
     max_cq_physic = -1
     pointed = -1             # the furthest any consume queue unit reaches into the commitlog
     for (topic, queue_id), cq in sorted(store.dispatcher.queues.items()):
         end, max_physic, written_end = scan_consume_queue(cq)
         pointed = max(pointed, max_physic)
         keep = end
-        if max_physic >= cut:
-            keep = queue_cut_for(cq, cut, end)
+        if max_physic >= queue_end:
+            keep = queue_cut_for(cq, queue_end, end)
             max_physic = _max_physic_below(cq, keep)
         if keep < written_end:
             reason = "units beyond the commitlog's end" if keep < end else "invalid units after the last valid one"
@@ -373,8 +521,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         end, max_physic, written_end = bq.scan()
         pointed = max(pointed, max_physic)
         keep = end
-        if max_physic > cut:                       # truncateDirtyLogicFiles: units of records at/past the cut
-            keep, max_physic = bq.cut_for(cut, end)
+        if max_physic > queue_end:                 # truncateDirtyLogicFiles: units of records at/past the cut
+            keep, max_physic = bq.cut_for(queue_end, end)
         if keep < written_end:
             reason = "units beyond the commitlog's end" if keep < end else "invalid units after the last valid one"
             result.batch_cuts.append(QueueCut(topic, queue_id, keep, written_end, reason))
@@ -393,6 +541,11 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         end = dledger.dispatch_end(store.layout, queue)
         if end is not None and end < cut:
             result.dispatch_end = end
+            result.dispatch_end_why = f"the committed DLedger entries; {cut - end:,} bytes of uncommitted ones follow"
+    if bad_record and bad_record[0] < result._dispatch_to:   # and no record past one that is not valid
+        result.dispatch_end = bad_record[0]
+        result.dispatch_end_why = (f"the DLedger entry at {bad_record[0]} holds no valid record: the broker's "
+                                   "dispatch stops there, DLedger keeps the entry")
     if abnormal:
         result.redispatch_from = walk_from
     else:
@@ -515,6 +668,8 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     queue.truncate_dirty_files(p.cut, remove=lambda f: quarantine.move_file(
         f.path, f"commitlog file beyond the recovery cut at {p.cut}"))
     queue.set_where(p.cut)
+    if p.rewrites_units:     # a DLedger store's index units, as its recovery leaves them
+        _apply_units(store, p, quarantine)
     # 2. consume queues
     for qc in p.queue_cuts:
         _cut_files(store.dispatcher.queue(qc.topic, qc.queue_id, create=False).files, qc, UNIT_SIZE,
@@ -548,6 +703,61 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
         from mqtool.engine.redispatch import redispatch
 
         redispatch(queue, store.dispatcher, p.redispatch_from, p._dispatch_to, store.config.delay_levels_ms())
+
+
+def _units_written(units) -> int:
+    """How far written (non-zero) index units reach in a DLedger store's index files."""
+    for mf in reversed(units.queue.files):
+        end = written_end(mf.buf, 0, min(mf.file_size, mf.data_end), dledger_format.INDEX_UNIT_SIZE)
+        if end:
+            return mf.file_from_offset + end
+    return 0
+
+
+def _apply_units(store, p: RecoveryPlan, quarantine) -> None:
+    """DLedgerMmapFileStore.recover's index: from the first kept entry its unit disagrees with on,
+    each kept entry's unit written from its header; units past the kept entries zeroed, and index
+    files past them moved out (DLedger deletes them).  The bytes replaced go to the quarantine."""
+    size = dledger_format.INDEX_UNIT_SIZE
+    with dledger.IndexUnits(store.layout.dledger_index_files(), writable=True) as units:
+        index_files = units.queue
+        if p.units_from is not None:
+            first_index, pos = p.units_from
+            low, high = first_index * size, p.units_end
+            for mf in index_files.files:
+                start, end = max(low, mf.file_from_offset), min(high, mf.file_end_offset, p.units_written)
+                if end > start:
+                    quarantine.save_range(mf.path, mf.buf, start - mf.file_from_offset, end - mf.file_from_offset,
+                                          f"DLedger index units from entry {first_index} on, rewritten from the data")
+            for entry in _kept_entries(store.commitlog_queue, pos, p.cut):
+                h = entry.header
+                mf = index_files.find_by_offset(h.index * size)
+                if mf is None:       # no index file holds it (DLedger would create one): left to it
+                    break
+                at = h.index * size - mf.file_from_offset
+                mf.buf[at:at + size] = dledger_format.encode_index_unit(
+                    dledger_format.IndexUnit(h.magic, entry.offset, h.size, h.index, h.term))
+        mf = index_files.find_by_offset(p.units_end)
+        if mf is not None and p.units_written > p.units_end:
+            start, end = p.units_end - mf.file_from_offset, min(p.units_written, mf.file_end_offset) - mf.file_from_offset
+            quarantine.save_range(mf.path, mf.buf, start, end, f"DLedger index units past the last kept entry")
+            mf.buf[start:end] = bytes(end - start)
+        index_files.truncate_dirty_files(p.units_end, remove=lambda f: quarantine.move_file(
+            f.path, "DLedger index file past the last kept entry"))
+        for mf in index_files.files:
+            mf.flush(0)
+
+
+def _kept_entries(queue, pos: int, cut: int):
+    """The DLedger entries from offset pos (an entry's) to the cut, in order."""
+    for mf in queue.files:
+        if mf.file_end_offset <= pos or mf.file_from_offset >= cut:
+            continue
+        start = max(pos - mf.file_from_offset, 0)
+        for item in dledger.walk_entries(mf, start=start, stop=min(cut - mf.file_from_offset, mf.file_size),
+                                         resync_after_damage=False, aligned=True):
+            if isinstance(item, dledger.Entry):
+                yield item
 
 
 def _set_queue_end(cq, end: int) -> None:

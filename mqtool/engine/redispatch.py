@@ -94,7 +94,7 @@ def part_tasks(queue, start: int, check_crc: bool, stop_at_damage: bool,
         if mf.file_from_offset + mf.file_size <= start:
             continue
         first = max(0, start - mf.file_from_offset)
-        edges = [first] + [p for p in fastscan.split_points(mf, part_bytes) if p > first] + [None]
+        edges = [first] + [p for p in fastscan.split_points(mf, part_bytes, commitlog.is_dledger_file(mf)) if p > first] + [None]
         for a, b in zip(edges, edges[1:]):
             tasks.append((i, a, b, i >= last_data, check_crc, stop_at_damage))
     return tasks

@@ -42,8 +42,6 @@ class LedgerScan:
     uncommitted_queues: dict = field(default_factory=dict)
 
 
-LEDGER_FIELDS = {name: dledger.HEADER_FIELDS[name] for name in ("index", "term")}
-
 BATCH = 4096     # entries checked together (their Entry objects are in memory at once)
 
 
@@ -143,9 +141,9 @@ class LedgerChecker:
             topic = item.topic
             positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
             # the compiled entry walk only takes entries of magic 1 whose pos field is their
-            # offset and whose size is 48 + the one record's: only index and term are left to read
-            headers = dledger.read_fields(mf.buf, positions, LEDGER_FIELDS)
-            headers.update(magic=np.full(len(offsets), dledger_format.MAGIC_1, dtype=np.int64),
+            # offset and whose size is 48 + the one record's, and reads their index and term
+            headers = dict(index=c["entry_index"], term=c["entry_term"],
+                           magic=np.full(len(offsets), dledger_format.MAGIC_1, dtype=np.int64),
                            size=c["size"] + dledger_format.HEADER_SIZE, pos=offsets - dledger_format.HEADER_SIZE)
         elif isinstance(item, Record):
             offsets = np.array([item.offset], dtype=np.int64)

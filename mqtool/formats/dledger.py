@@ -135,6 +135,10 @@ def encode_header(header: EntryHeader) -> bytes:
     return _HEADER.pack(*header)
 
 
+def encode_index_unit(unit: IndexUnit) -> bytes:
+    return _UNIT.pack(*unit)
+
+
 def parse_properties(data: bytes) -> dict[str, str]:
     return PROPERTIES.parse(data)
 

@@ -30,8 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))     # the directory that holds the
 
 # family -> (the module of its kernels, its entry points)
 FAMILIES = {
-    "fastscan": ("mqtool.native.fastscan", ("scan_records", "scan_entries", "hop_to", "lower_bound",
-                                             "parse_records")),
+    "fastscan": ("mqtool.native.fastscan", ("scan_records", "scan_entries", "hop_to", "hop_entries",
+                                             "lower_bound", "parse_records")),
     "columnar": ("mqtool.native.columnar", ("decode",)),
     "chunkstats": ("mqtool.native.chunkstats", ("chunk_stats", "hash_bytes")),
     "jsonlines": ("mqtool.native.jsonlines", ("render",)),

@@ -16,11 +16,12 @@ SIGNATURES = {
             "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", 'int64', "Array(int64, 1, 'C')",
             "Array(int64, 1, 'C')",
         ),
-        # DLedger entries: scan_records' arguments, one record an entry
+        # DLedger entries: scan_records' arguments, one record an entry, and the entries' index and term
         'scan_entries': None,
         'hop_to': (
             "Array(uint8, 1, 'C')", 'int64', 'int64', 'int64',
         ),
+        'hop_entries': None,    # DLedger entries: hop_to's arguments
         'lower_bound': (
             "Array(uint8, 1, 'C')", 'int64', 'int64', 'int64', 'int64', 'int64',
         ),
@@ -133,4 +134,5 @@ SIGNATURES = {
     },
 }
 
-SIGNATURES['fastscan']['scan_entries'] = SIGNATURES['fastscan']['scan_records']
+SIGNATURES['fastscan']['scan_entries'] = SIGNATURES['fastscan']['scan_records'] + ("Array(int64, 1, 'C')",) * 2
+SIGNATURES['fastscan']['hop_entries'] = SIGNATURES['fastscan']['hop_to']

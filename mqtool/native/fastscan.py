@@ -411,16 +411,18 @@ def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
 
 DLEDGER_HEADER = dledger.HEADER_SIZE
 DLEDGER_MAGIC = dledger.MAGIC_1
+ENTRY_COLUMNS = ("entry_index", "entry_term")   # scan_dledger's columns beyond scan()'s
 
 
 @njit(cache=True, nogil=True)
 def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, queue_offset, physical,
                  sys_flag, store_ts, crc_ok, magic_out, body_pos, body_len, topic_pos, topic_len,
                  props_pos, props_len, topic_hash, parse, tags_hash, delay_level, flags, key_cap, key_record,
-                 key_hash):
+                 key_hash, entry_index, entry_term):
     """The records of the DLedger entries from pos on, while each entry is one DLedger's recovery
     accepts (magic, size against the header and body length, pos field) whose body is exactly one
-    valid record; the columns as scan_records fills them.  Returns (count, stop position, stop
+    valid record; the columns as scan_records fills them, and each entry's index and term
+    (entry_index, entry_term: what verify's ledger checks need, read here in the same pass).  Returns (count, stop position, stop
     kind, number of keys): REACHED_LIMIT, FULL (cap records or key_cap keys) or DAMAGE for
     anything else at the stop position (a blank, zeros, a bad entry or body: the reference walk
     says which)."""
@@ -478,6 +480,8 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         props_pos[n] = ppos
         props_len[n] = plen
         topic_hash[n] = _fnv(buf, tpos, tlen)
+        entry_index[n] = i64(buf, pos + 8)
+        entry_term[n] = i64(buf, pos + 16)
         if parse:
             keys = parse_records(buf, n, n + 1, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
                                  delay_level, flags, key_cap, keys, key_record, key_hash)
@@ -489,14 +493,16 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
 def scan_dledger(buf, pos: int, limit: int, base: int, check_crc: bool = True, cap: int = 1 << 16,
                  parse_props: bool = False, key_factor: int = 4) -> Chunk:
     """scan() of a DLedger data file: the records of up to cap entries from pos (an entry's
-    start); the chunk stops (kind DAMAGE, no reason) at anything but such an entry."""
-    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in COLUMNS}
+    start); the chunk stops (kind DAMAGE, no reason) at anything but such an entry.  Its columns
+    are scan()'s and ENTRY_COLUMNS (each record's entry index and term)."""
+    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in COLUMNS + ENTRY_COLUMNS}
     rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
     parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
     parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
     n, stop, kind, keys = scan_entries(
         buf, pos, limit, base, check_crc, cap, *(cols[c] for c in COLUMNS), parse_props,
-        *(parsed[c] for c in PARSED), key_cap, parsed["key_record"], parsed["key_hash"])
+        *(parsed[c] for c in PARSED), key_cap, parsed["key_record"], parsed["key_hash"],
+        *(cols[c] for c in ENTRY_COLUMNS))
     chunk = Chunk(n, stop, kind, None, 0, {k: v[:n] for k, v in cols.items()}, buf)
     if parse_props:
         if keys < key_cap:
@@ -506,13 +512,31 @@ def scan_dledger(buf, pos: int, limit: int, base: int, check_crc: bool = True, c
     return chunk
 
 
+@njit(cache=True, nogil=True)
+def hop_entries(buf, pos, limit, target):
+    """hop_to over DLedger entries (magic 1, size at +4): the first entry that starts at or after
+    target, -1 when anything else (a blank, zeros, damage) comes first."""
+    addr = buf.ctypes.data
+    while limit - pos >= DLEDGER_HEADER:
+        total = i32(buf, pos + 4)
+        if 0 < total and pos + 16 * total < limit:
+            prefetch(addr + pos + 16 * total)
+        if i32(buf, pos) != DLEDGER_MAGIC or total <= DLEDGER_HEADER or total > limit - pos:
+            return -1
+        if pos >= target:
+            return pos
+        pos += total
+    return -1
+
+
 PART_BYTES = 128 << 20   # files are walked in parts of about this size where work is spread out
 
 
-def split_points(mf, part_bytes: int | None = None) -> list[int]:
+def split_points(mf, part_bytes: int | None = None, entries: bool = False) -> list[int]:
     """Record boundaries about part_bytes (PART_BYTES) apart where a file can be cut into parts
     that are walked on their own, in parallel.  Found by hopping over record headers, which is
-    quick; the hop's pages are let go as it goes.  mf: a storage.mappedfile.MappedFile."""
+    quick; the hop's pages are let go as it goes.  mf: a storage.mappedfile.MappedFile.
+    entries: mf is a DLedger data file (the cuts are at entry starts, hopping over entries)."""
     part_bytes = part_bytes or PART_BYTES
     if mf.file_size < 2 * part_bytes:
         return []
@@ -520,7 +544,7 @@ def split_points(mf, part_bytes: int | None = None) -> list[int]:
     marks, pos = [], 0
     try:
         while pos + 2 * part_bytes <= mf.file_size:
-            pos = hop_to(buf, pos, mf.file_size, pos + part_bytes)
+            pos = (hop_entries if entries else hop_to)(buf, pos, mf.file_size, pos + part_bytes)
             if pos < 0:
                 break
             marks.append(pos)
@@ -538,6 +562,7 @@ def warm_up() -> None:
     scan(buf, 0, 64, 0, True, 1)
     scan_dledger(buf, 0, 64, 0, True, 1)
     hop_to(buf, 0, 64, 64)
+    hop_entries(buf, 0, 64, 64)
     lower_bound(buf, 0, 20, 0, 1, 0)
 
 

@@ -258,14 +258,19 @@ def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_cr
         import numpy as np
 
         array = np.frombuffer(buf, dtype=np.uint8) if mf.file_size else np.zeros(0, dtype=np.uint8)
+        populated = pos
+        ahead = POPULATE_STEP      # then about a chunk's bytes (at most POPULATE_STEP), as walk_file
     while True:
         if scanner and pos < limit:
             mf.drop_pages_before(pos, step=0)
-            mf.populate(pos, POPULATE_STEP)
+            if pos >= populated:
+                populated = pos + ahead
+                mf.populate(pos, min(ahead, limit - pos))
             chunk = scanner.scan_dledger(array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
                                          parse_props)
             if chunk.count:
                 chunk.path = path
+                ahead = min(POPULATE_STEP, max(chunk.stop - pos, 1 << 20))
                 yield chunk
                 pos = chunk.stop
             if chunk.kind == scanner.FULL:

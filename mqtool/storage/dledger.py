@@ -267,12 +267,13 @@ def read_state(directory: Path) -> State:
 class IndexUnits:
     """The entry index files (DLedger's `index/`): unit i at byte i * 32 across the files."""
 
-    def __init__(self, files, file_size: int | None = None):
-        """files: the index files (layout.dledger_index_files())."""
+    def __init__(self, files, file_size: int | None = None, writable: bool = False):
+        """files: the index files (layout.dledger_index_files()); writable: for recover, which
+        writes the units DLedger's recovery writes."""
         files = sorted(files, key=lambda f: f.name)
         sizes = [f.size for f in files if f.size]
         size = file_size or (max(set(sizes), key=sizes.count) if sizes else fmt.INDEX_FILE_SIZE)
-        self.queue = MappedFileQueue([f.path for f in files], size, writable=False, strict=False)
+        self.queue = MappedFileQueue([f.path for f in files], size, writable=writable, strict=False)
 
     def unit(self, index: int) -> fmt.IndexUnit | None:
         """The unit of entry index, None when no file holds its bytes."""
@@ -392,15 +393,43 @@ def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
     if not len(index):
         return []
     found = chain_problems(index, headers["term"], prev)
-    unit = gather_units(units, index)
-    for row in np.flatnonzero(~unit["present"]):
-        found.append((int(row), "index-unit-mismatch", f"entry {index[row]}: no index unit", None, None))
+    rows = _rows_to_check(units, headers)
+    unit = gather_units(units, index[rows])
+    mine = {name: headers[name][rows] for name in UNIT_FIELDS}
+    written = unit["present"] & ((unit["magic"] != 0) | (unit["size"] != 0) | (unit["pos"] != 0))
+    for k in np.flatnonzero(~written):      # no index file holds it, or zeros: not written (yet)
+        found.append((int(rows[k]), "index-unit-mismatch", f"entry {mine['index'][k]}: no index unit", None, None))
     for name in ("magic", "size", "index", "term", "pos"):
-        for row in np.flatnonzero(unit["present"] & (unit[name] != headers[name])):
-            found.append((int(row), "index-unit-mismatch",
-                          f"entry {index[row]}: index unit {name} {unit[name][row]} != the entry's {headers[name][row]}",
-                          int(headers[name][row]), int(unit[name][row])))
+        for k in np.flatnonzero(written & (unit[name] != mine[name])):
+            found.append((int(rows[k]), "index-unit-mismatch",
+                          f"entry {mine['index'][k]}: index unit {name} {unit[name][k]} != the entry's {mine[name][k]}",
+                          int(mine[name][k]), int(unit[name][k])))
     return sorted(found, key=lambda f: f[0])
+
+
+def _rows_to_check(units: "IndexUnits", headers: dict):
+    """The rows of headers whose index units may disagree with them: where the entries are
+    consecutive (the rule) and their units in one index file, the units are compared with the
+    units the headers make as one block of bytes, and only the rows that differ are left (most
+    often none); else every row."""
+    import numpy as np
+
+    index = headers["index"]
+    n = len(index)
+    every = np.arange(n)
+    first = int(index[0]) * fmt.INDEX_UNIT_SIZE
+    mf = units.queue.find_by_offset(first) if first >= 0 else None
+    if (mf is None or first + n * fmt.INDEX_UNIT_SIZE > mf.file_end_offset or int(index[-1]) - int(index[0]) != n - 1
+            or not (np.diff(index) == 1).all()):
+        return every
+    made = np.empty(n, dtype=_unit_dtype())
+    for name in UNIT_FIELDS:
+        made[name] = headers[name]
+    words = fmt.INDEX_UNIT_SIZE // 8
+    block = np.frombuffer(mf.buf, dtype=np.uint64, count=n * words, offset=first - mf.file_from_offset)
+    differ = (block.reshape(n, words) != made.view(np.uint64).reshape(n, words)).any(axis=1)
+    del block
+    return np.flatnonzero(differ)
 
 
 # ------------------------------------------------------------------ the ledger at a glance
@@ -450,17 +479,48 @@ def read_ledger(layout, queue) -> Ledger:
     for mf in reversed(files):
         last = None
         for item in walk_entries(mf, is_last=mf is files[-1], resync_after_damage=False):
-            if isinstance(item, Entry):
-                last = item
+            if not isinstance(item, Entry):
+                continue
+            if last is not None and not follows(item.header, last.header):
+                break        # DLedger's recovery ends the data here (index + 1, term never back)
+            last = item
         if last is not None:
             ledger.end_index, ledger.end_term, ledger.data_end = last.header.index, last.header.term, last.end
             break
     if ledger.committed_index >= 0:
-        with IndexUnits(layout.dledger_index_files()) as units:
-            unit = units.unit(ledger.committed_index)
-        if unit is not None and unit.magic == fmt.MAGIC_1:
-            ledger.committed_pos = unit.pos + unit.size
+        ledger.committed_pos = entry_end(layout, queue, ledger.committed_index)
     return ledger
+
+
+def follows(header, before) -> bool:
+    """Does an entry follow the one before it in a ledger, as DLedgerMmapFileStore.recover asks
+    (index one more, term not lower)?  The vectorised form is chain_problems."""
+    return header.index == before.index + 1 and header.term >= before.term
+
+
+def entry_end(layout, queue, index: int) -> int:
+    """The end (pos + size) of entry `index` in the data files of queue, -1 when none holds it.
+    Its index unit says where it is when the entry there agrees (the unit of an entry written just
+    before a crash may be missing or stale: DLedger's recovery rewrites it from the data, so the
+    data is walked then)."""
+    with IndexUnits(layout.dledger_index_files()) as units:
+        unit = units.unit(index)
+    if unit is not None and unit.magic == fmt.MAGIC_1:
+        mf = queue.find_by_offset(unit.pos)
+        if mf is not None:
+            header, why = _header_at(mf.buf, unit.pos - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+            if why is None and (header.index, header.size) == (index, unit.size):
+                return unit.pos + unit.size
+    holding = None     # the last file whose first entry is at or below index
+    for mf in queue.files:
+        header, why = _header_at(mf.buf, 0, mf.file_size, mf.file_from_offset)
+        if why is None and header.index <= index:
+            holding = mf
+    if holding is not None:
+        for item in walk_entries(holding, resync_after_damage=False, is_last=holding is queue.files[-1]):
+            if isinstance(item, Entry) and item.header.index == index:
+                return item.end
+    return -1
 
 
 def dispatch_end(layout, queue) -> int | None:

@@ -387,7 +387,7 @@ def _parts(layout) -> list[list[int]]:
     """For each commitlog file, where it is cut into parts that tasks check in parallel."""
     queue = commitlog.open_queue(layout)
     try:
-        return [fastscan.split_points(mf) for mf in queue.files]
+        return [fastscan.split_points(mf, entries=commitlog.is_dledger_file(mf)) for mf in queue.files]
     finally:
         queue.close()
 
