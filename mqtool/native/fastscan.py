@@ -458,6 +458,9 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         if got != -1 or at + size_ != end:
             kind = DAMAGE
             break
+        # the columns as scan_records fills them, written out again on purpose: a shared
+        # (non-inlined) helper made the ahead-of-time walk half as fast again, and numba cannot
+        # inline a function of this many arguments
         ok = True
         if check_crc:
             crc = 0
