@@ -106,6 +106,31 @@ def resync(buf, start: int, limit: int, base: int, check_crc: bool = True) -> in
 CHUNK_RECORDS = 1 << 16
 
 
+class _ReadAhead:
+    """The pages a compiled walk of one file reads next (walk_file and its DLedger form): the
+    file as one uint8 array; before each chunk the pages of the last one are let go and, once the
+    walk passes what was mapped, the next stretch is mapped in one go (MappedFile.populate):
+    POPULATE_STEP bytes first, then about as many as a chunk read (at most POPULATE_STEP)."""
+
+    def __init__(self, mf: MappedFile, pos: int):
+        import numpy as np
+
+        self.mf = mf
+        self.array = np.frombuffer(mf.buf, dtype=np.uint8) if mf.file_size else np.zeros(0, dtype=np.uint8)
+        self.populated = pos
+        self.ahead = POPULATE_STEP
+
+    def before(self, pos: int, limit: int) -> None:
+        self.mf.drop_pages_before(pos, step=0)
+        if pos >= self.populated:
+            self.populated = pos + self.ahead
+            self.mf.populate(pos, min(self.ahead, limit - pos))
+
+    def read(self, pos: int, stop: int) -> None:
+        """A chunk read [pos, stop): the next stretch is about its size."""
+        self.ahead = min(POPULATE_STEP, max(stop - pos, 1 << 20))
+
+
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
               display_path: str | None = None, resync_after_damage: bool = True, scanner=None,
               stop: int | None = None, parse_props: bool = False, chunk_records: int | None = None):
@@ -134,23 +159,15 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     path = display_path or str(mf.path)
     mf.advise_sequential()
     pos = start
-    if scanner:
-        import numpy as np
-
-        array = np.frombuffer(buf, dtype=np.uint8) if limit else np.zeros(0, dtype=np.uint8)
-        populated = pos
-        ahead = POPULATE_STEP      # then about a chunk's bytes (at most POPULATE_STEP)
+    pages = _ReadAhead(mf, pos) if scanner else None
     while pos < limit:
         if scanner:
-            mf.drop_pages_before(pos, step=0)       # the last chunk is done with
-            if pos >= populated:
-                populated = pos + ahead
-                mf.populate(pos, ahead)
-            chunk = scanner.scan(array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
+            pages.before(pos, limit)
+            chunk = scanner.scan(pages.array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
                                  parse_props)
             if chunk.count:
                 chunk.path = path
-                ahead = min(POPULATE_STEP, max(chunk.stop - pos, 1 << 20))
+                pages.read(pos, chunk.stop)
                 yield chunk
                 pos = chunk.stop
             if chunk.kind in (scanner.FULL, scanner.REACHED_LIMIT):
@@ -253,24 +270,15 @@ def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_cr
     path = display_path or str(mf.path)
     mf.advise_sequential()
     pos = dledger.entry_start(buf, start, limit, base)
-    array = None
-    if scanner:
-        import numpy as np
-
-        array = np.frombuffer(buf, dtype=np.uint8) if mf.file_size else np.zeros(0, dtype=np.uint8)
-        populated = pos
-        ahead = POPULATE_STEP      # then about a chunk's bytes (at most POPULATE_STEP), as walk_file
+    pages = _ReadAhead(mf, pos) if scanner else None
     while True:
         if scanner and pos < limit:
-            mf.drop_pages_before(pos, step=0)
-            if pos >= populated:
-                populated = pos + ahead
-                mf.populate(pos, min(ahead, limit - pos))
-            chunk = scanner.scan_dledger(array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
+            pages.before(pos, limit)
+            chunk = scanner.scan_dledger(pages.array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
                                          parse_props)
             if chunk.count:
                 chunk.path = path
-                ahead = min(POPULATE_STEP, max(chunk.stop - pos, 1 << 20))
+                pages.read(pos, chunk.stop)
                 yield chunk
                 pos = chunk.stop
             if chunk.kind == scanner.FULL:
