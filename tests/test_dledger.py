@@ -51,7 +51,7 @@ def test_schemas_and_fast_decoders_read_the_brokers_bytes_alike(name, extracted)
     for file_name in sorted({e["file"] for e in of_type(name, "dledger_entry")}):   # the vectorised reader too
         entries = [e for e in of_type(name, "dledger_entry") if e["file"] == file_name]
         positions = np.array([e["filePos"] for e in entries], dtype=np.int64)
-        got = dledger.read_fields((data / file_name).read_bytes(), positions, dledger.HEADER_FIELDS)
+        got = dledger.read_fields((data / file_name).read_bytes(), positions, fmt.HEADER_FIELDS)
         assert [list(map(int, row)) for row in zip(*(got[k] for k in ("magic", "size", "index", "term", "pos")))] == \
             [[e["magic"], e["size"], e["index"], e["term"], e["storedPos"]] for e in entries]
     for blank in of_type(name, "dledger_blank"):

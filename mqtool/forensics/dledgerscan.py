@@ -60,7 +60,7 @@ def scan(layout, tally: LedgerScan, display=None, *, offset_from: int | None = N
         def checked(batch):
             nonlocal prev
             headers = {name: np.array([getattr(e.header, name) for e in batch], dtype=np.int64)
-                       for name in dledger.HEADER_FIELDS}
+                       for name in dledger_format.HEADER_FIELDS}
             found = dledger.check_entries(headers, units, prev)
             prev = (batch[-1].header.index, batch[-1].header.term)
             out = [Checked(e, e.header.index <= committed) for e in batch]
@@ -150,7 +150,7 @@ class LedgerChecker:
             queue_ids, queue_offsets = [item.queue_id], [item.queue_offset]
             topic = (lambda record: lambda _: record.topic)(item)
             positions = offsets - dledger_format.HEADER_SIZE - mf.file_from_offset
-            headers = dledger.read_fields(mf.buf, positions, dledger.HEADER_FIELDS)
+            headers = dledger.read_fields(mf.buf, positions, dledger_format.HEADER_FIELDS)
         else:
             return
         if not len(offsets):

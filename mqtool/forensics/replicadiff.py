@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from mqtool.forensics.messageview import message_fields
 from mqtool.formats import dledger as dledger_format
 from mqtool.formats.commitlog import Record
-from mqtool.storage import commitlog
+from mqtool.storage import commitlog, dledger
 from mqtool.storage.commitlog import Problem
 
 
@@ -99,10 +99,10 @@ def _entry_at(queue, record_offset: int) -> dict | None:
     """The DLedger entry holding the record at record_offset: index, term, pos."""
     pos = record_offset - dledger_format.HEADER_SIZE
     mf = queue.find_by_offset(pos)
-    if mf is None or pos - mf.file_from_offset + dledger_format.HEADER_SIZE > mf.file_size:
+    if mf is None:
         return None
-    header = dledger_format.decode_header(mf.buf, pos - mf.file_from_offset)
-    if header.magic != dledger_format.MAGIC_1 or header.pos != pos:
+    header, why_not = dledger.header_at(mf.buf, pos - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+    if why_not is not None:
         return None
     return {"index": header.index, "term": header.term, "pos": pos}
 
@@ -110,7 +110,7 @@ def _entry_at(queue, record_offset: int) -> dict | None:
 RUN_RECORDS = 8192    # the compiled walk's chunks while the two stores' bytes are compared
 
 
-def _identical_run(qa, qb, start: int, scanner, dledger: bool) -> tuple[int, int]:
+def _identical_run(qa, qb, start: int, scanner, in_entries: bool) -> tuple[int, int]:
     """(records, end): how many of A's records from start B holds byte for byte at the same
     offsets (their DLedger entries too), found by the compiled walk of A and a comparison of the
     two files' bytes, a chunk of records at a time; end: where the last of them ends.  Stops at
@@ -118,7 +118,7 @@ def _identical_run(qa, qb, start: int, scanner, dledger: bool) -> tuple[int, int
     goes on from there."""
     import numpy as np
 
-    head = dledger_format.HEADER_SIZE if dledger else 0
+    head = dledger_format.HEADER_SIZE if in_entries else 0
     count, end = 0, start
     for entry in commitlog.walk(qa, start=start, check_crc=True, scanner=scanner, chunk_records=RUN_RECORDS):
         if isinstance(entry, scanner.Chunk):

@@ -29,6 +29,8 @@ from typing import NamedTuple
 
 from construct import Adapter, Const, GreedyString, Int32sb, Int64sb, Struct
 
+from mqtool.formats.javastr import parse_properties as parse_java_properties
+
 MAGIC_1 = 1                  # DLedgerMmapFileStore.MAGIC_1 (= CURRENT_MAGIC)
 BLANK_MAGIC = -1             # MmapFileList.BLANK_MAGIC_CODE
 MIN_BLANK_LEN = 8            # MmapFileList.MIN_BLANK_LEN
@@ -49,6 +51,22 @@ ENTRY_HEADER = Struct(
     "bodyLength" / Int32sb,
 )
 
+
+
+def _fields(struct, names=None) -> dict:
+    """name -> (byte offset, width) of a fixed-size Struct's fields (names: only these): the
+    layout as the numpy readers of many entries at once take it."""
+    out, at = {}, 0
+    for sub in struct.subcons:
+        width = sub.sizeof()
+        if names is None or sub.name in names:
+            out[sub.name] = (at, width)
+        at += width
+    return out
+
+
+HEADER_FIELDS = _fields(ENTRY_HEADER, ("magic", "size", "index", "term", "pos"))   # what the ledger checks read
+
 BLANK = Struct(
     "magic" / Const(BLANK_MAGIC, Int32sb),
     "size" / Int32sb,
@@ -65,21 +83,25 @@ INDEX_UNIT = Struct(
 
 class _Properties(Adapter):
     """Java properties text as IOUtils.properties2String writes it (`key=value` lines) <-> an
-    ordered dict of strings.  Lines starting with # or ! and blank lines are skipped; a line
-    without `=` is a key with an empty value (java.util.Properties)."""
+    ordered dict of strings, read as java.util.Properties reads it (javastr.parse_properties)."""
 
     def _decode(self, obj, context, path):
-        values = {}
-        for line in obj.splitlines():
-            text = line.strip()
-            if not text or text[0] in "#!":
-                continue
-            key, _, value = text.partition("=")
-            values[key.strip()] = value.strip()
-        return values
+        return {key: value for _, key, value in parse_java_properties(obj)}
 
     def _encode(self, obj, context, path):
         return "".join(f"{k}={v}\n" for k, v in obj.items())
+
+
+UNIT_FIELDS = _fields(INDEX_UNIT)
+
+
+def index_unit_dtype():
+    """INDEX_UNIT as a numpy record type (big-endian), for a block of units at once."""
+    import numpy as np
+
+    return np.dtype({"names": list(UNIT_FIELDS),
+                     "formats": [">i4" if width == 4 else ">i8" for _, width in UNIT_FIELDS.values()],
+                     "offsets": [at for at, _ in UNIT_FIELDS.values()], "itemsize": INDEX_UNIT_SIZE})
 
 
 PROPERTIES = _Properties(GreedyString("latin-1"))

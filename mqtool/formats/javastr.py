@@ -2,7 +2,8 @@
 
 RocketMQ hashes tags (consume-queue tagsCode) and index keys with
 java.lang.String.hashCode, which runs over UTF-16 code units, so characters
-outside the BMP count twice.
+outside the BMP count twice.  Also how Java parses integers and java.util.Properties text
+(broker.conf, DLedger's checkpoint and currterm files).
 """
 
 from __future__ import annotations
@@ -115,3 +116,31 @@ def _powers_of_31(n: int):
             value = (value * 31) & 0xFFFFFFFF
         _POWERS = powers
     return _POWERS
+
+
+def parse_properties(text: str) -> list[tuple[int, str, str]]:
+    """java.util.Properties syntax: key=value / key:value / key value, # and ! comments,
+    backslash line continuation.  Returns (line number, key, value)."""
+    entries = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        start = i
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while line.endswith("\\") and not line.endswith("\\\\") and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        key_end = len(line)
+        for pos, ch in enumerate(line):
+            if ch in "=: \t":
+                key_end = pos
+                break
+        key = line[:key_end]
+        rest = line[key_end:].lstrip(" \t")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t")
+        entries.append((start + 1, key, rest))
+    return entries

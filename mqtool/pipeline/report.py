@@ -42,7 +42,7 @@ def gather(store, config_path=None, settings=(), *, jobs: int = 1, now_ms: int |
     # recover and clean plan with the configuration their own runs use (file sizes read off the files)
     config = store_config_for_write(store, config_path, settings)
     data["recover"] = _recover(layout, config, data)
-    data["clean"] = _clean(discover(config, config_given=True, must_exist=True), data["problems"])
+    data["clean"] = _clean(discover(config, config_given=True, must_exist=True), config, data)
     data["trash"], data["quarantine"] = _trash(layout), _quarantine(layout)
     data["lag"] = _lag(layout, data["problems"])
     data["timer"] = _timer(layout)
@@ -103,18 +103,23 @@ def _recover(layout, config, data) -> dict | None:
             "stop": plan.stop.to_json() if plan.stop is not None else None}
 
 
-def _clean(layout, problems) -> dict | None:
-    """The next `clean --now` with the store's settings, as a dry run: what it deletes and whom it
-    costs unread messages; the disk against the broker's levels."""
+def _clean(layout, config, data) -> dict | None:
+    """The next `clean --now` with the store's settings, planned as `clean --dry-run` plans it
+    (engine.store.reclaim_dry_run: on a crashed store, on what its recovery leaves): what it
+    deletes and whom it costs unread messages; the disk against the broker's levels."""
     from mqtool.engine import reclaim
     from mqtool.engine.clock import SystemClock
     from mqtool.engine.diskusage import DiskUsage
+    from mqtool.engine.store import reclaim_dry_run
 
     try:
-        with reclaim.readonly_view(layout, layout.config, clock=SystemClock(), disk_usage=DiskUsage()) as view:
-            report = reclaim.Reclaimer(view).run(reclaim.Policy(dry_run=True, ignore_window=True))
+        report = reclaim_dry_run(config, layout, reclaim.Policy(dry_run=True, ignore_window=True), undo=False,
+                                 clock=SystemClock(), disk_usage=DiskUsage())
+    except RefusedError as exc:     # clean --dry-run would refuse too (a process holds the store)
+        data["notes"].append(f"clean's plan is not shown: {exc}")
+        return None
     except MqError as exc:
-        problems.append(f"clean's plan: {exc}")
+        data["problems"].append(f"clean's plan: {exc}")
         return None
     gone = [d for d in report.decisions if d.action != reclaim.KEEP]
     losses: dict = {}
@@ -155,7 +160,7 @@ def _quarantine(layout) -> list[dict]:
     for name, _, is_dir, _ in sorted(fsutil.scandir(root)):
         if not is_dir:
             continue
-        files, size = _tree_size(root / name)
+        files, size = fsutil.tree_size(root / name)
         ranges = []
         try:
             manifest = json.loads(fsutil.read_whole(root / name / "manifest.json", 64 << 20))
@@ -173,18 +178,6 @@ def _quarantine(layout) -> list[dict]:
             pass     # a run without a readable manifest: its files and bytes are still shown
         out.append({"name": name, "files": files, "bytes": size, "commitlogRanges": ranges})
     return out
-
-
-def _tree_size(directory: Path) -> tuple[int, int]:
-    """Files and bytes under directory, listed without touching an access time."""
-    files = size = 0
-    for name, is_file, is_dir, st in fsutil.scandir(directory):
-        if is_dir:
-            more, more_bytes = _tree_size(directory / name)
-            files, size = files + more, size + more_bytes
-        elif is_file:
-            files, size = files + 1, size + st.st_size
-    return files, size
 
 
 def _lag(layout, problems) -> dict:

@@ -250,23 +250,6 @@ def clear_killed_staging(root: Path) -> list[str]:
     return cleared
 
 
-def _tree_size(path: Path) -> tuple[int, int]:
-    """(files, bytes) below path, not following links out of it."""
-    files = size = 0
-    try:
-        listing = fsutil.scandir(path)
-    except OSError:
-        return 0, 0
-    for name, is_file, is_dir, st in listing:
-        if is_file:
-            files += 1
-            size += st.st_size
-        elif is_dir:
-            f, s = _tree_size(path / name)
-            files, size = files + f, size + s
-    return files, size
-
-
 def _is_rocksdb(directory: Path) -> bool:
     try:
         names = [name for name, *_ in fsutil.scandir(directory)]
@@ -376,7 +359,7 @@ def take(layout) -> Census:
             feature, what = "rocksdb-consumequeue", "consume queues in RocksDB (CURRENT, MANIFEST-*, *.sst)"
         if name == "compaction" and is_dir and not _has_compacted_topics(path):
             feature, what = "store", "5.x: the compaction service's positions (no compacted topic)"
-        files, size = _tree_size(path) if is_dir else (1, st.st_size if st else 0)
+        files, size = fsutil.tree_size(path) if is_dir else (1, st.st_size if st else 0)
         if not is_file and not is_dir:
             feature, what, files, size = "unknown", "neither a regular file nor a folder", 0, 0
         census.entries.append(Entry(name + ("/" if is_dir else ""), feature, what, FEATURES[feature].status,
@@ -391,7 +374,7 @@ def take(layout) -> Census:
         census.declared["batch-cq"] = "config/topics.json: " + ", ".join(batch[:5]) + (" ..." if len(batch) > 5 else "")
     for extra_dir in commitlog_dirs:
         if extra_dir.parent != root and extra_dir.is_dir() and extra_dir.parent not in dledger:
-            files, size = _tree_size(extra_dir)
+            files, size = fsutil.tree_size(extra_dir)
             census.entries.append(Entry(str(extra_dir) + "/", "store", "commitlog files (storePathCommitLog)",
                                         UNDERSTOOD, files, size))
     return census
@@ -428,7 +411,7 @@ def _config_entries(config_dir: Path) -> list[Entry]:
             feature, what = "rocksdb-config", "broker metadata in RocksDB"
         else:
             feature, what = "unknown", "a config file mqtool does not know"
-        files, size = _tree_size(config_dir / name) if is_dir else (1, st.st_size)
+        files, size = fsutil.tree_size(config_dir / name) if is_dir else (1, st.st_size)
         out.append(Entry(f"config/{name}" + ("/" if is_dir else ""), feature, what, FEATURES[feature].status,
                          files, size))
     return out
@@ -441,7 +424,7 @@ def _lmq_entries(cq_dir: Path) -> list[Entry]:
         return []
     files = size = 0
     for name in lmq:
-        f, s = _tree_size(cq_dir / name)
+        f, s = fsutil.tree_size(cq_dir / name)
         files, size = files + f, size + s
     return [Entry(f"consumequeue/{LMQ_PREFIX}*/", "lmq", f"{len(lmq)} LMQ queue(s) (multi-dispatched units)",
                   FEATURES["lmq"].status, files, size)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import UsageError
+from mqtool.formats.javastr import parse_properties
 from mqtool.storage import fsutil
 
 GIB = 1024 * 1024 * 1024
@@ -202,34 +203,6 @@ def _convert(name: str, raw: str, where: str):
         except ValueError:
             raise UsageError(f"{where}: {name} must be a whole number, not {text!r}") from None
     return text
-
-
-def parse_properties(text: str) -> list[tuple[int, str, str]]:
-    """java.util.Properties syntax: key=value / key:value / key value, # and ! comments,
-    backslash line continuation.  Returns (line number, key, value)."""
-    entries = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        start = i
-        line = lines[i].lstrip()
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while line.endswith("\\") and not line.endswith("\\\\") and i < len(lines):
-            line = line[:-1] + lines[i].lstrip()
-            i += 1
-        key_end = len(line)
-        for pos, ch in enumerate(line):
-            if ch in "=: \t":
-                key_end = pos
-                break
-        key = line[:key_end]
-        rest = line[key_end:].lstrip(" \t")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t")
-        entries.append((start + 1, key, rest))
-    return entries
 
 
 def apply_settings(config: StoreConfig, settings: dict[str, str], where: str = "option") -> StoreConfig:

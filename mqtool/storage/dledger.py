@@ -75,8 +75,8 @@ class Entry:
         return self.offset + self.header.size
 
 
-def _header_at(buf, pos: int, limit: int, base: int):
-    """(header, why not) of an entry at pos."""
+def header_at(buf, pos: int, limit: int, base: int):
+    """(header, why not) of an entry at pos: why DLedger's recovery would not take it, or None."""
     if limit - pos < fmt.HEADER_SIZE:
         return None, f"{limit - pos} bytes left, an entry header needs {fmt.HEADER_SIZE}"
     header = fmt.decode_header(buf, pos)
@@ -93,7 +93,7 @@ def resync(buf, start: int, limit: int, base: int) -> int:
         hit = buf.find(_MAGIC_BYTES, pos, limit)
         if hit < 0:
             return -1
-        header, why = _header_at(buf, hit, limit, base)
+        header, why = header_at(buf, hit, limit, base)
         if header is not None and why is None:
             return hit
         pos = hit + 1
@@ -105,9 +105,9 @@ def entry_start(buf, start: int, limit: int, base: int) -> int:
     else the entry whose record begins at start (start - 48), else start."""
     if start <= 0:
         return 0
-    if _header_at(buf, start, limit, base)[1] is None:
+    if header_at(buf, start, limit, base)[1] is None:
         return start
-    if start >= fmt.HEADER_SIZE and _header_at(buf, start - fmt.HEADER_SIZE, limit, base)[1] is None:
+    if start >= fmt.HEADER_SIZE and header_at(buf, start - fmt.HEADER_SIZE, limit, base)[1] is None:
         return start - fmt.HEADER_SIZE
     return start
 
@@ -160,7 +160,7 @@ def walk_entries(mf, *, start: int = 0, stop: int | None = None, is_last: bool =
                           skipped=nxt - pos)
             pos = nxt
             continue
-        header, why = _header_at(buf, pos, limit, base) if magic is not None else (None, "stray bytes")
+        header, why = header_at(buf, pos, limit, base) if magic is not None else (None, "stray bytes")
         if why is None:
             yield Entry(base + pos, pos, header, path)
             pos += header.size
@@ -271,8 +271,7 @@ class IndexUnits:
         """files: the index files (layout.dledger_index_files()); writable: for recover, which
         writes the units DLedger's recovery writes."""
         files = sorted(files, key=lambda f: f.name)
-        sizes = [f.size for f in files if f.size]
-        size = file_size or (max(set(sizes), key=sizes.count) if sizes else fmt.INDEX_FILE_SIZE)
+        size = file_size or fsutil.common_size([f.size for f in files], fmt.INDEX_FILE_SIZE)
         self.queue = MappedFileQueue([f.path for f in files], size, writable=writable, strict=False)
 
     def unit(self, index: int) -> fmt.IndexUnit | None:
@@ -324,26 +323,13 @@ def read_fields(buf, positions, fields) -> dict:
     return out
 
 
-HEADER_FIELDS = {"magic": (0, 4), "size": (4, 4), "index": (8, 8), "term": (16, 8), "pos": (24, 8)}
-UNIT_FIELDS = {"magic": (0, 4), "pos": (4, 8), "size": (12, 4), "index": (16, 8), "term": (24, 8)}
-
-
-def _unit_dtype():
-    """UNIT_FIELDS as one index unit's big-endian record type."""
-    import numpy as np
-
-    return np.dtype({"names": list(UNIT_FIELDS),
-                     "formats": [">i4" if width == 4 else ">i8" for _, width in UNIT_FIELDS.values()],
-                     "offsets": [at for at, _ in UNIT_FIELDS.values()], "itemsize": fmt.INDEX_UNIT_SIZE})
-
-
 def gather_units(units: "IndexUnits", index):
-    """The index units of entries `index` (an int64 array): UNIT_FIELDS arrays, and `present`
+    """The index units of entries `index` (an int64 array): fmt.UNIT_FIELDS arrays, and `present`
     (False where no index file holds the unit)."""
     import numpy as np
 
     n = len(index)
-    out = {name: np.zeros(n, dtype=np.int64) for name in UNIT_FIELDS}
+    out = {name: np.zeros(n, dtype=np.int64) for name in fmt.UNIT_FIELDS}
     out["present"] = np.zeros(n, dtype=np.bool_)
     offsets = index * fmt.INDEX_UNIT_SIZE
     for mf in units.queue.files:
@@ -352,11 +338,11 @@ def gather_units(units: "IndexUnits", index):
             continue
         at = offsets[inside] - mf.file_from_offset
         if (np.diff(at) == fmt.INDEX_UNIT_SIZE).all():    # consecutive entries (the rule): one block
-            block = np.frombuffer(mf.buf, dtype=_unit_dtype(), count=len(at), offset=int(at[0]))
-            got = {name: block[name].astype(np.int64) for name in UNIT_FIELDS}
+            block = np.frombuffer(mf.buf, dtype=fmt.index_unit_dtype(), count=len(at), offset=int(at[0]))
+            got = {name: block[name].astype(np.int64) for name in fmt.UNIT_FIELDS}
             del block
         else:
-            got = read_fields(mf.buf, at, UNIT_FIELDS)
+            got = read_fields(mf.buf, at, fmt.UNIT_FIELDS)
         for name, values in got.items():
             out[name][inside] = values
         out["present"][inside] = True
@@ -382,7 +368,7 @@ def chain_problems(index, term, prev: tuple | None) -> list:
 
 
 def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
-    """The ledger checks of one file's run of entries (headers: HEADER_FIELDS arrays, entry
+    """The ledger checks of one file's run of entries (headers: fmt.HEADER_FIELDS arrays, entry
     order; prev: (index, term) of the entry before them, or None): each index follows the one
     before by one, no term goes down, each index unit says the entry's magic, pos, size, index
     and term (what DLedgerMmapFileStore.recover compares).  Returns (row, kind, message, expected,
@@ -395,7 +381,7 @@ def check_entries(headers: dict, units: "IndexUnits", prev: tuple | None):
     found = chain_problems(index, headers["term"], prev)
     rows = _rows_to_check(units, headers)
     unit = gather_units(units, index[rows])
-    mine = {name: headers[name][rows] for name in UNIT_FIELDS}
+    mine = {name: headers[name][rows] for name in fmt.UNIT_FIELDS}
     written = unit["present"] & ((unit["magic"] != 0) | (unit["size"] != 0) | (unit["pos"] != 0))
     for k in np.flatnonzero(~written):      # no index file holds it, or zeros: not written (yet)
         found.append((int(rows[k]), "index-unit-mismatch", f"entry {mine['index'][k]}: no index unit", None, None))
@@ -422,8 +408,8 @@ def _rows_to_check(units: "IndexUnits", headers: dict):
     if (mf is None or first + n * fmt.INDEX_UNIT_SIZE > mf.file_end_offset or int(index[-1]) - int(index[0]) != n - 1
             or not (np.diff(index) == 1).all()):
         return every
-    made = np.empty(n, dtype=_unit_dtype())
-    for name in UNIT_FIELDS:
+    made = np.empty(n, dtype=fmt.index_unit_dtype())
+    for name in fmt.UNIT_FIELDS:
         made[name] = headers[name]
     words = fmt.INDEX_UNIT_SIZE // 8
     block = np.frombuffer(mf.buf, dtype=np.uint64, count=n * words, offset=first - mf.file_from_offset)
@@ -508,12 +494,12 @@ def entry_end(layout, queue, index: int) -> int:
     if unit is not None and unit.magic == fmt.MAGIC_1:
         mf = queue.find_by_offset(unit.pos)
         if mf is not None:
-            header, why = _header_at(mf.buf, unit.pos - mf.file_from_offset, mf.file_size, mf.file_from_offset)
+            header, why = header_at(mf.buf, unit.pos - mf.file_from_offset, mf.file_size, mf.file_from_offset)
             if why is None and (header.index, header.size) == (index, unit.size):
                 return unit.pos + unit.size
     holding = None     # the last file whose first entry is at or below index
     for mf in queue.files:
-        header, why = _header_at(mf.buf, 0, mf.file_size, mf.file_from_offset)
+        header, why = header_at(mf.buf, 0, mf.file_size, mf.file_from_offset)
         if why is None and header.index <= index:
             holding = mf
     if holding is not None:

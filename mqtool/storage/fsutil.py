@@ -133,6 +133,34 @@ def scandir_kinds(directory):
         os.close(fd)
 
 
+def tree_size(path) -> tuple[int, int]:
+    """(files, bytes) below path, listed without touching an access time and not following links
+    out of it; a folder that cannot be listed counts nothing (the census reports it)."""
+    files = size = 0
+    try:
+        listing = scandir(path)
+    except OSError:
+        return 0, 0
+    for name, is_file, is_dir, st in listing:
+        if is_file:
+            files += 1
+            size += st.st_size
+        elif is_dir:
+            more_files, more_bytes = tree_size(Path(path) / name)
+            files, size = files + more_files, size + more_bytes
+    return files, size
+
+
+def common_size(sizes: list[int], default: int) -> int:
+    """The size most of a queue's files have (sizes in file order; the last file may be odd if
+    damaged, a 0-byte one, from a crash while creating it, says nothing); default without any."""
+    sizes = [size for size in sizes if size > 0]
+    if not sizes:
+        return default
+    candidates = sizes[:-1] or sizes
+    return max(set(candidates), key=candidates.count)
+
+
 def symlinks(directory) -> dict:
     """{name: where it points} for the symbolic links in directory (none when it cannot be
     listed), without touching its atime."""

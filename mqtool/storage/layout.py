@@ -312,13 +312,7 @@ def _list_dirs(directory: Path) -> list[str]:
 
 
 def _common_size(files: list[FileInfo], default: int) -> int:
-    """The file size shared by most files (the last file may be odd if damaged)."""
-    files = [f for f in files if f.size > 0]   # a 0-byte file (a crash while creating it) says nothing
-    if not files:
-        return default
-    sizes = [f.size for f in files]
-    candidates = sizes[:-1] or sizes
-    return max(set(candidates), key=candidates.count)
+    return fsutil.common_size([f.size for f in files], default)
 
 
 def dledger_dirs(root: Path, config: StoreConfig) -> list[Path]:

@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 
 from mqtool.errors import UsageError
 from mqtool.storage import fsutil
-from mqtool.storage.config import BROKER_CONF_LIMIT, SIZE_SETTINGS, config_for_store, parse_properties
+from mqtool.formats.javastr import parse_properties
+from mqtool.storage.config import BROKER_CONF_LIMIT, SIZE_SETTINGS, config_for_store
 from mqtool.storage.layout import StoreLayout, discover
 
 
