@@ -399,7 +399,7 @@ def ledger_cut(queue, start_index: int, check_crc: bool, units=None) -> LedgerCu
                 else:      # a record the reference walk read, or an entry whose body is not one record
                     body = item.offset
                     at = np.array([body - dledger_format.HEADER_SIZE - mf.file_from_offset], dtype=np.int64)
-                    fields = dledger.read_fields(mf.buf, at, dledger.HEADER_FIELDS)
+                    fields = dledger.read_fields(mf.buf, at, dledger_format.HEADER_FIELDS)
                     pos, index, term = fields["pos"], fields["index"], fields["term"]
                     ends = pos + fields["size"]
                     crc_ok = np.array([isinstance(item, Record) and (not check_crc or item.crc_ok())])
@@ -580,9 +580,9 @@ def timer_plan(store, cut: int, queue_cuts) -> TimerPlan | None:
             mf = next((m for m in view.kept if m.file_from_offset <= rec.process_offset < m.file_end_offset), None)
             if mf is not None:
                 start = rec.process_offset - mf.file_from_offset
-                written = len(bytes(mf.buf[start:]).rstrip(b"\x00"))
-                if written:
-                    tail = (mf.path, start, start + written)
+                end = written_end(mf.buf, start)    # a megabyte at a time, not the file's rest copied
+                if end > start:
+                    tail = (mf.path, start, end)
             return TimerPlan(rec, cp, rec.checkpoint(cp) if cp is not None else None, tail, timerview.summary(view))
         finally:
             view.disk_wheel = None

@@ -85,6 +85,13 @@ def is_delete(magic: int) -> bool:
     return bool(magic & MAGIC_DELETE) and not magic & MAGIC_ROLL
 
 
+def valid_units(units_array):
+    """Which units (a units() array) a broker's timerlog recovery takes: a whole 52-byte unit whose
+    magic is a known one ((magic | 0xF) == 0xF)."""
+    return ((units_array["size"].astype(np.int64) == UNIT_SIZE)
+            & ((units_array["magic"].astype(np.int64) | 0xF) == 0xF))
+
+
 def last_unit_offset(file_size: int) -> int:
     """TimerLog.getOffsetForLastUnit: where the last whole unit of a full file starts (the broker
     deletes a timerlog file once that unit's offsetPy is below the commitlog's minimum)."""

@@ -75,8 +75,7 @@ def exists(layout) -> bool:
 def scan_file(mf: MappedFile) -> FileScan:
     """The units of one file, counted as the broker's recovery counts them."""
     arr = fmt.units(mf.buf, mf.file_size // fmt.UNIT_SIZE)
-    sizes, magics = arr["size"].astype(np.int64), arr["magic"].astype(np.int64)
-    good = (sizes == fmt.UNIT_SIZE) & ((magics | 0xF) == 0xF)
+    good = fmt.valid_units(arr)
     bad = np.flatnonzero(~good)
     count = int(bad[0]) if len(bad) else len(arr)
     at = count * fmt.UNIT_SIZE
@@ -110,12 +109,12 @@ def unit_from(mf: MappedFile, at: int) -> Unit:
         "size", "prevPos", "magic", "currWriteTime", "delayedTime", "offsetPy", "sizePy", "realTopicHash")))
 
 
-def walk(ts, *, chunk: int = 65536):
+def walk(ts, *, chunk: int = 65536, arrays: bool = False):
     """The one walk of the timerlog up to its end, as a broker's recovery reads it; events:
 
     ("file", mf, scan, ended)   every file, oldest first (ended: None, or the timerlog offset
                                 where an earlier file's units stopped: this file is after the end)
-    ("units", mf, [Unit, ...])  the file's units, in chunks
+    ("units", mf, [Unit, ...])  the file's units, in chunks (arrays: as fmt.units record arrays)
     ("blank", mf, scan)         the BLANK that ends a file
     ("problem", kind, path, file_offset, offset, message, expected, found)
     ("end", offset)             where the units end
@@ -130,7 +129,9 @@ def walk(ts, *, chunk: int = 65536):
                        f"units after the timerlog's end at {ended} (a broker's recovery drops them)", None, None)
             continue
         for start in range(0, scan.units, chunk):
-            yield "units", mf, unit_rows(mf, start, min(start + chunk, scan.units))
+            stop = min(start + chunk, scan.units)
+            yield "units", mf, (fmt.units(mf.buf, stop - start, start * fmt.UNIT_SIZE) if arrays
+                                else unit_rows(mf, start, stop))
         if scan.stop == BLANK:
             yield "blank", mf, scan
             if scan.blank_size != mf.file_size - scan.stop_at:
@@ -212,6 +213,13 @@ class TimerStore:
         for event in walk(self, chunk=chunk):
             if event[0] == "units":
                 yield from event[2]
+
+    def unit_arrays(self, *, chunk: int = 65536):
+        """units() as numpy record arrays (fmt.units), a chunk at a time: for a pass over every
+        unit that needs a column or two, not a Unit object each."""
+        for event in walk(self, chunk=chunk, arrays=True):
+            if event[0] == "units":
+                yield event[2]
 
     def unit_at(self, pos: int) -> Unit | None:
         """The unit at timerlog offset pos, or None when none is written there."""

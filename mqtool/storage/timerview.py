@@ -202,7 +202,7 @@ class TimerView:
             magics = arr["magic"].astype(np.int64)
             blank = np.flatnonzero(magics == fmt.BLANK_MAGIC_SIGNED)
             n = int(blank[0]) if len(blank) else len(arr)
-            valid = (arr["size"][:n].astype(np.int64) == fmt.UNIT_SIZE) & ((magics[:n] | 0xF) == 0xF)
+            valid = fmt.valid_units(arr[:n])
             self._revise(mf, 0, n, count=False, rec=rec, valid=valid)
         still = pending & (self.wheel["lastPos"].astype(np.int64) > rec.process_offset)
         rec.dangling_slots = np.flatnonzero(still).tolist()[:LISTED]
@@ -298,9 +298,10 @@ class TimerView:
         with_units = set()
         first = cq.raw_unit_at(rec.queue_offset)
         if first is not None:
-            for unit in self.ts.units():
-                if unit.offset_py >= first.commitlog_offset:
-                    with_units.add((unit.offset_py, unit.size_py))
+            for arr in self.ts.unit_arrays():
+                offsets, sizes = arr["offsetPy"].astype(np.int64), arr["sizePy"].astype(np.int64)
+                after = offsets >= first.commitlog_offset
+                with_units.update(zip(offsets[after].tolist(), sizes[after].tolist()))
         for qo in range(rec.queue_offset, stop):
             unit = cq.raw_unit_at(qo)
             if unit is None:
