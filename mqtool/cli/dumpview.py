@@ -12,7 +12,7 @@ from mqtool.cli import output
 from mqtool.cli import timerview
 from mqtool.forensics import storeinfo
 from mqtool.forensics.messageview import message_fields
-from mqtool.pipeline.local import Behind
+from mqtool.engine.behind import Behind
 from mqtool.storage import dispatchrequest
 from mqtool.storage.commitlog import Problem
 

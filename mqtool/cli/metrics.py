@@ -63,15 +63,23 @@ def _number(value) -> str:
 
 def write(path, metrics: Metrics) -> None:
     """FILE written through a temporary file in its directory and renamed over it."""
+    replace_file(path, metrics.text().encode("utf-8"), "--prometheus")
+
+
+def replace_file(path, data: bytes, option: str) -> None:
+    """An output file (--prometheus, report's --output) written whole or not at all: a temporary
+    file in its directory, synced, then renamed over it; a reader never sees half of it."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
-        raise UsageError(f"--prometheus {path}: {directory} is not a directory")
+        raise UsageError(f"{option} {path}: {directory} is not a directory")
     tmp = directory / f".{path.name}.{os.getpid()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         try:
-            os.write(fd, metrics.text().encode("utf-8"))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -81,7 +89,7 @@ def write(path, metrics: Metrics) -> None:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
-        raise UsageError(f"--prometheus {path}: cannot write it: {exc.strerror or exc}") from None
+        raise UsageError(f"{option} {path}: cannot write it: {exc.strerror or exc}") from None
 
 
 # ---------------------------------------------------------------------- per command

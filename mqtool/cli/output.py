@@ -95,6 +95,14 @@ def printable(text: str) -> str:
     return text.translate(_CONTROLS)
 
 
+def utc_time(millis) -> str:
+    """A store time (epoch ms) for a table cell: ISO 8601 in UTC with a Z, or "-" for none."""
+    from mqtool.forensics.storeinfo import iso   # at use: every command imports this module
+
+    text = iso(millis)
+    return text.replace("+00:00", "Z") if text else "-"
+
+
 def note(message: str) -> None:
     """A human remark on stderr (never mixed into data on stdout), one line however long (a program
     reading stderr, or grep, sees it whole)."""

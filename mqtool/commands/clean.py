@@ -86,7 +86,7 @@ def cli(run, store, config_path, settings, as_json, prometheus, ignore_window, f
     if dry_run:
         report = reclaim_dry_run(config, layout, policy, undo=undo, clock=clock, disk_usage=disk)
         if layout.abort_path.exists():
-            _note("note: the store was not shut down cleanly; a real run recovers it first")
+            output.note("note: the store was not shut down cleanly; a real run recovers it first")
     else:
         with run.open_store(config, writer="clean", clock=clock, disk_usage=disk, start_services=False) as engine:
             report = engine.undo_reclaim() if undo else engine.reclaim(policy)
@@ -99,9 +99,6 @@ def cli(run, store, config_path, settings, as_json, prometheus, ignore_window, f
         raise ProblemsFound(f"{report.failed} file(s) could not be deleted or staged; they are kept (see above)")
 
 
-def _note(text: str) -> None:
-    """A line on stderr, never wrapped (cron mails and logs keep one line per remark)."""
-    output.stderr().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def render(report: reclaim.Report, *, as_json: bool, verbose: bool) -> None:
@@ -119,7 +116,7 @@ def render(report: reclaim.Report, *, as_json: bool, verbose: bool) -> None:
         _render_text(report)
     sys.stdout.flush()   # a cron mail or log reads the report, then its warnings
     for warning in report.warnings:
-        _note(f"WARNING: {warning}")
+        output.note(f"WARNING: {warning}")
 
 
 def _render_text(report: reclaim.Report) -> None:

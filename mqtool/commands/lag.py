@@ -11,7 +11,7 @@ import humanize
 
 from mqtool.cli import metrics, options, output, requires
 from mqtool.errors import ProblemsFound
-from mqtool.forensics import lag, storeinfo
+from mqtool.forensics import lag
 from mqtool.storage.settings import open_layout
 
 
@@ -49,11 +49,6 @@ def cli(run, store, config_path, settings, as_json, prometheus, groups, topics):
         raise ProblemsFound(report.problems[0] + (f" (and {more} more)" if more else ""))
 
 
-def _time(millis) -> str:
-    iso = storeinfo.iso(millis)
-    return iso.replace("+00:00", "Z") if iso else "-"
-
-
 def _show(report: lag.LagReport) -> None:
     right = {"justify": "right"}
     columns = [("topic", {}), ("queue", right), ("committed", right), ("min", right), ("max", right),
@@ -66,7 +61,7 @@ def _show(report: lag.LagReport) -> None:
         elif q.beyond:
             status += f" (+{q.beyond:,})"
         return [q.topic, q.queue_id, "-" if q.committed is None else q.committed, q.min_offset, q.max_offset,
-                f"{q.lag_messages:,}", humanize.naturalsize(q.lag_bytes, binary=True), _time(q.oldest_unconsumed),
+                f"{q.lag_messages:,}", humanize.naturalsize(q.lag_bytes, binary=True), output.utc_time(q.oldest_unconsumed),
                 status]
 
     table = output.TableStream("consumer lag", [("group", {})] + columns)
@@ -83,16 +78,11 @@ def _show(report: lag.LagReport) -> None:
                                               ("out of range", right), ("never committed", right)])
     for g in report.groups():
         groups.add(g.group, len(g.topics), g.queues, f"{g.lag_messages:,}",
-                   humanize.naturalsize(g.lag_bytes, binary=True), _time(g.oldest_unconsumed), g.out_of_range,
+                   humanize.naturalsize(g.lag_bytes, binary=True), output.utc_time(g.oldest_unconsumed), g.out_of_range,
                    g.never_committed)
     groups.flush()
     for f in report.files:
         read = f"read {f.read}" if f.read else "not read"
-        _note(f"config/{f.name}: {read}" + (f" ({f.note})" if f.note else "") + (f" ({f.error})" if f.error else ""))
+        output.note(f"config/{f.name}: {read}" + (f" ({f.note})" if f.note else "") + (f" ({f.error})" if f.error else ""))
     for problem in report.problems:
-        _note(f"problem: {problem}")
-
-
-def _note(text: str) -> None:
-    """A line on stderr, never wrapped (a log keeps one line per remark)."""
-    output.stderr().print(output.printable(text), markup=False, highlight=False, soft_wrap=True)
+        output.note(f"problem: {problem}")

@@ -7,13 +7,10 @@ range, unreadable offsets files); 2 when matplotlib (the `report` extra) is miss
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
-from mqtool.cli import options, output, reportpage, requires
-from mqtool.errors import ProblemsFound, UsageError
+from mqtool.cli import metrics, options, output, reportpage, requires
+from mqtool.errors import ProblemsFound
 from mqtool.pipeline import report
 from mqtool.storage.settings import open_layout
 
@@ -34,7 +31,7 @@ def cli(run, store, config_path, settings, as_json, out, jobs):
     run.reading([open_layout(store, config_path, settings)])
     data = report.gather(store, config_path, settings, jobs=jobs)
     page = reportpage.render(data)
-    _write(Path(out), page)
+    metrics.replace_file(out, page.encode("utf-8"), "--output")
     problems = len(data["problems"]) + len(data["lag"]["problems"]) + data["stats"]["problems"]
     summary = {"type": "report", "file": out, "bytes": len(page.encode("utf-8")), "charts": len(reportpage.CHARTS),
                "problems": problems, "seconds": data["seconds"]}
@@ -44,13 +41,3 @@ def cli(run, store, config_path, settings, as_json, out, jobs):
         output.note(f"wrote {out} ({summary['bytes']:,} bytes, {summary['charts']} charts); {problems} problem(s)")
     if problems:
         raise ProblemsFound(f"the report shows {problems} problem(s); see its Problems section")
-
-
-def _write(path: Path, page: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"--output {path}: cannot write it: {exc.strerror or exc}") from None

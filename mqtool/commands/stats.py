@@ -15,7 +15,6 @@ import humanize
 from mqtool.cli import metrics, options, output, requires
 from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound
-from mqtool.forensics import storeinfo
 from mqtool.forensics.filters import Filters
 from mqtool.pipeline import plan as pipeline
 from mqtool.pipeline import storestats
@@ -65,11 +64,6 @@ def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, 
                             "see `mqtool dump STORE commitlog` for where")
 
 
-def _time(millis) -> str:
-    iso = storeinfo.iso(millis)
-    return iso.replace("+00:00", "Z") if iso else "-"
-
-
 def _rate(line) -> str:
     """Messages per hour over the hours from the first to the last message, and the busiest hour."""
     hours = line["messagesPerHour"]
@@ -94,8 +88,8 @@ def _tables(lines, several: bool) -> None:
     def add(line, topic, queue):
         table.add(*([line.get("broker", "")] if several else []), topic, queue, f"{line['messages']:,}",
                   f"{line['messagesPercent']:.2f}", humanize.naturalsize(line["bytes"], binary=True),
-                  f"{line['bytesPercent']:.2f}", _time(line["firstStoreTimestamp"]),
-                  _time(line["lastStoreTimestamp"]), f"{line['distinctKeys']:,}", _rate(line))
+                  f"{line['bytesPercent']:.2f}", output.utc_time(line["firstStoreTimestamp"]),
+                  output.utc_time(line["lastStoreTimestamp"]), f"{line['distinctKeys']:,}", _rate(line))
 
     for topic in topics:   # each topic's queues, then the topic's total
         for line in queues:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mqtool.forensics.filters import Filters
-from mqtool.pipeline.local import Behind
+from mqtool.engine.behind import Behind
 from mqtool.pipeline.plan import CommitLogPart
 from mqtool.pipeline.rows import row_blocks
 from mqtool.pipeline.schema import columns

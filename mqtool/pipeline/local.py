@@ -1,13 +1,11 @@
 """The local engine: partitions on this machine, in this process or a pool of processes (plain
-Python: no Java, no pyspark); and Behind, a second thread for the writes of a pass.
+Python: no Java, no pyspark).
 """
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor
-
-from mqtool.engine.behind import Behind  # noqa: F401  (the second thread's helper, in its layer)
 
 
 def default_jobs() -> int:
