@@ -30,7 +30,7 @@ from mqtool.broker.spec import DEFAULT_BORN_HOST, RANGES, RESERVED_PROPERTIES, S
 from mqtool.engine.batchappend import PlainBatch
 from mqtool.errors import UsageError
 from mqtool.formats.properties import CLUSTER, DELAY, KEYS, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, TAGS, UNIQ_KEY
-from mqtool.storage.topics import lmq_reserved, send_forbidden
+from mqtool.storage.topics import producer_refused
 
 # the fields of a plain line; "expect" is the fixtures' note of what the broker answered
 PLAIN_FIELDS = frozenset({"topic", "queueId", "tags", "keys", "body", "bodyBase64", "properties", "bornHost",
@@ -163,8 +163,7 @@ class SpecBatcher:
             return False
         allowed = self._topics.get(topic)
         if allowed is None:
-            allowed = self._topics[topic] = self.allow_system_topics or not (send_forbidden(topic)
-                                                                             or lmq_reserved(topic))
+            allowed = self._topics[topic] = self.allow_system_topics or not producer_refused(topic)
         queue = spec.get("queueId", 0)
         born_ts = spec.get("bornTimestamp", 0)
         if not (allowed and type(queue) is int and RANGES["queueId"][0] <= queue <= RANGES["queueId"][1]

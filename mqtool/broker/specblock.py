@@ -19,7 +19,7 @@ from mqtool.broker.specbatch import Plan, SpecBatcher, host_flag
 from mqtool.engine.batchappend import ColumnBatch
 from mqtool.formats import sysflag
 from mqtool.native import specscan as ss
-from mqtool.storage.topics import lmq_reserved, send_forbidden
+from mqtool.storage.topics import producer_refused
 
 I64 = np.int64
 FAST, SLOW, BLANK = ss.FAST, ss.SLOW, ss.BLANK
@@ -130,8 +130,7 @@ class BlockScanner:
         """May a producer send to the topic?"""
         allowed = self._topics.get(topic)
         if allowed is None:
-            allowed = self._topics[topic] = self.batcher.allow_system_topics or not (send_forbidden(topic)
-                                                                                     or lmq_reserved(topic))
+            allowed = self._topics[topic] = self.batcher.allow_system_topics or not producer_refused(topic)
         return allowed
 
     def _host(self, raw: bytes) -> int | None:

@@ -181,8 +181,10 @@ def _dispatch_chunk(chunk, queue, dispatcher, delay_levels, done, queues, index,
     decided = dispatchrule.decide_chunk(chunk, parsed, delay_levels,
                                         lambda i: _request_at(queue, c, i, delay_levels), topic_filter)
     names, which = decided.names, decided.which
-    for i in np.flatnonzero(decided.refused).tolist():
-        dispatcher.refuse(names[which[i]])
+    if decided.refused.any():     # counted per topic at once: a refused topic is usually many records
+        refused_topics, counts = np.unique(which[decided.refused], return_counts=True)
+        for topic, count in zip(refused_topics.tolist(), counts.tolist()):
+            dispatcher.refuse(names[topic], count)
     done.records += int(decided.wanted.sum())
     if queues and dispatchrule.chunk_by_record(decided, chunk, queue, dispatcher.batch_topics,
                                                dispatcher.ext_dir is not None, dispatcher.multi_dispatch):

@@ -56,4 +56,10 @@ def lmq_reserved(topic: str) -> bool:
     """A %LMQ% queue name (MixAll.LMQ_PREFIX): its units are written by a broker's multi-dispatch
     (enableLmq, enableMultiDispatch), which assigns their queue offsets; a store without LMQ does
     not dispatch such a topic as one, so a writer that does not multi-dispatch refuses it."""
-    return topic.startswith(multidispatch.LMQ_PREFIX)
+    return multidispatch.is_lmq(topic)
+
+
+def producer_refused(topic: str) -> bool:
+    """A topic append refuses from a producer's line (without --allow-system-topics): one a broker
+    refuses (send_forbidden) or one only multi-dispatch writes (lmq_reserved)."""
+    return send_forbidden(topic) or lmq_reserved(topic)
