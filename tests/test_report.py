@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -163,3 +165,26 @@ def test_the_disk_levels_come_from_the_brokers_conf(store_copy, run_cli, tmp_pat
     # commitlog files, at most deleteFileBatchMax (10) of them
     assert len(re.findall(r"<td>commitlog</td><td>commitlog/\d+</td><td>delete</td>", section)) == 10
     assert "<td>billing</td>" in section          # and costs billing unread messages of OrderTopic/0
+
+
+def test_the_next_clean_is_the_plan_clean_dry_run_makes(store_copy, run_cli):
+    """The report's "next clean" is `clean --dry-run`'s plan (engine.store.reclaim_dry_run): while
+    a process holds the store, clean --dry-run refuses, and the report says that its plan is not
+    shown instead of drawing one."""
+    from mqtool.pipeline import report
+
+    store = store_copy("multifile")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)\nprint('locked', flush=True)\ntime.sleep(60)"),
+        str(store / "lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert run_cli("clean", store, "--dry-run").code == 3
+        data = report.gather(str(store))
+        assert data["clean"] is None
+        assert any(note.startswith("clean's plan is not shown") and f"process {holder.pid}" in note
+                   for note in data["notes"])
+    finally:
+        holder.kill()
+        holder.wait()
