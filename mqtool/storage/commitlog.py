@@ -107,10 +107,10 @@ CHUNK_RECORDS = 1 << 16
 
 
 class _ReadAhead:
-    """The pages a compiled walk of one file reads next (walk_file and its DLedger form): the
-    file as one uint8 array; before each chunk the pages of the last one are let go and, once the
-    walk passes what was mapped, the next stretch is mapped in one go (MappedFile.populate):
-    POPULATE_STEP bytes first, then about as many as a chunk read (at most POPULATE_STEP)."""
+    """A compiled walk of one file (walk_file and its DLedger form), a chunk at a time, and the
+    pages it reads next: the file as one uint8 array; before each chunk the pages of the last one
+    are let go and, once the walk passes what was mapped, the next stretch is mapped in one go
+    (MappedFile.populate): POPULATE_STEP bytes first, then about as many as a chunk read."""
 
     def __init__(self, mf: MappedFile, pos: int):
         import numpy as np
@@ -120,15 +120,19 @@ class _ReadAhead:
         self.populated = pos
         self.ahead = POPULATE_STEP
 
-    def before(self, pos: int, limit: int) -> None:
+    def scan(self, kernel, pos: int, limit: int, base: int, check_crc: bool, chunk_records: int | None,
+             parse_props: bool, path: str):
+        """The next chunk from pos: kernel (fastscan.scan or scan_dledger) over the file's pages,
+        those of the last chunk let go first and the next stretch mapped when the walk reaches it."""
         self.mf.drop_pages_before(pos, step=0)
         if pos >= self.populated:
             self.populated = pos + self.ahead
             self.mf.populate(pos, min(self.ahead, limit - pos))
-
-    def read(self, pos: int, stop: int) -> None:
-        """A chunk read [pos, stop): the next stretch is about its size."""
-        self.ahead = min(POPULATE_STEP, max(stop - pos, 1 << 20))
+        chunk = kernel(self.array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS, parse_props)
+        if chunk.count:
+            chunk.path = path
+            self.ahead = min(POPULATE_STEP, max(chunk.stop - pos, 1 << 20))   # about a chunk's bytes next
+        return chunk
 
 
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
@@ -162,12 +166,8 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     pages = _ReadAhead(mf, pos) if scanner else None
     while pos < limit:
         if scanner:
-            pages.before(pos, limit)
-            chunk = scanner.scan(pages.array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
-                                 parse_props)
+            chunk = pages.scan(scanner.scan, pos, limit, base, check_crc, chunk_records, parse_props, path)
             if chunk.count:
-                chunk.path = path
-                pages.read(pos, chunk.stop)
                 yield chunk
                 pos = chunk.stop
             if chunk.kind in (scanner.FULL, scanner.REACHED_LIMIT):
@@ -273,12 +273,8 @@ def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_cr
     pages = _ReadAhead(mf, pos) if scanner else None
     while True:
         if scanner and pos < limit:
-            pages.before(pos, limit)
-            chunk = scanner.scan_dledger(pages.array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS,
-                                         parse_props)
+            chunk = pages.scan(scanner.scan_dledger, pos, limit, base, check_crc, chunk_records, parse_props, path)
             if chunk.count:
-                chunk.path = path
-                pages.read(pos, chunk.stop)
                 yield chunk
                 pos = chunk.stop
             if chunk.kind == scanner.FULL:
