@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from conftest import UNDAMAGED, expected_read
+from helpers.lockholder import holding_lock
 
 
 def snapshot(root):
@@ -113,21 +114,9 @@ def test_read_only_commands_change_no_byte_and_no_file_time(command, store_copy,
     assert snapshot(store) == before
 
 
-LOCK_HOLDER = textwrap.dedent("""
-    import fcntl, os, sys, time
-    fd = os.open(sys.argv[1], os.O_RDWR)
-    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)   # what FileChannel.tryLock(0, 1, false) takes
-    print("locked", flush=True)
-    time.sleep(60)
-""")
-
-
 def test_info_reports_a_live_lock_holder(store_copy, run_cli):
     store = store_copy("basic")
-    proc = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(store / "lock")],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "locked"
+    with holding_lock(store) as proc:
         result = run_cli("info", store, "--json")
         (info,) = result.json_lines()
         assert info["lock"]["held"] is True
@@ -135,9 +124,6 @@ def test_info_reports_a_live_lock_holder(store_copy, run_cli):
         assert info["lock"]["command"].startswith(f"{sys.executable} -c import fcntl")   # what holds it, from /proc
         table = run_cli("info", store)
         assert f"held by process {proc.pid} ({sys.executable} -c import fcntl" in " ".join(table.out.split())
-    finally:
-        proc.kill()
-        proc.wait()
     (info,) = run_cli("info", store, "--json").json_lines()
     assert info["lock"]["held"] is False
 

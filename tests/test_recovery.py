@@ -23,6 +23,7 @@ from mqtool.formats.commitlog import RECORD
 from mqtool.storage.config import StoreConfig
 
 from conftest import ALL_FIXTURES, expected_read, fixture_dir
+from helpers.lockholder import holding_lock
 
 HERE = Path(__file__).resolve().parent
 SIZES = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=6000",
@@ -111,20 +112,12 @@ def test_recover_never_creates_a_store(tmp_path, run_cli):
 
 def test_recover_refuses_while_a_broker_holds_the_lock(store_copy):
     store = store_copy("basic")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
-        "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)\nprint('locked', flush=True)\ntime.sleep(60)"),
-        str(store / "lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with holding_lock(store) as holder:
         mqtool = os.path.join(os.path.dirname(sys.executable), "mqtool")
         for command in (["recover"], ["rebuild-cq"]):
             proc = subprocess.run([mqtool, *command, str(store)], capture_output=True, text=True)
             assert proc.returncode == 3, proc.stderr
             assert f"process {holder.pid}" in proc.stderr
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_quarantine_dir_and_no_quarantine(store_copy, tmp_path, run_cli):

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from conftest import expected_read
+from helpers.lockholder import holding_lock
 from test_lag import write_offsets
 
 pytest.importorskip("matplotlib", reason="matplotlib (the report extra) is not installed")
@@ -174,17 +173,9 @@ def test_the_next_clean_is_the_plan_clean_dry_run_makes(store_copy, run_cli):
     from mqtool.pipeline import report
 
     store = store_copy("multifile")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
-        "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)\nprint('locked', flush=True)\ntime.sleep(60)"),
-        str(store / "lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with holding_lock(store) as holder:
         assert run_cli("clean", store, "--dry-run").code == 3
         data = report.gather(str(store))
         assert data["clean"] is None
         assert any(note.startswith("clean's plan is not shown") and f"process {holder.pid}" in note
                    for note in data["notes"])
-    finally:
-        holder.kill()
-        holder.wait()

@@ -15,6 +15,7 @@ from mqtool.formats import index as index_format
 from mqtool.storage import fsutil
 
 from conftest import DLEDGER, UNDAMAGED, expected_read, fixture_dir
+from helpers.lockholder import holding_lock
 
 
 def problems(run_cli, store, *args):
@@ -430,11 +431,7 @@ def test_verify_says_when_a_writer_holds_the_store(store_copy, run_cli):
     """Read-only, so it runs; but what a writer has in flight can look like damage: said on
     stderr, in the summary (inUseBy) and in the final error line."""
     store = store_copy("basic")
-    holder = ("import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
-              "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)\nprint('locked', flush=True)\ntime.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", holder, str(store / "lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "locked"
+    with holding_lock(store) as proc:
         result = run_cli("verify-crc", store, "--json")
         assert result.code == 0, result.err
         assert result.json_lines()[-1]["inUseBy"] == f"process {proc.pid}"
@@ -442,9 +439,6 @@ def test_verify_says_when_a_writer_holds_the_store(store_copy, run_cli):
         (store / "consumequeue" / "BasicTopic" / "0" / "00000000000000000000").write_bytes(b"\x01" * 40)
         damaged = run_cli("verify-crc", store)
         assert damaged.code == 1 and f"the store was in use by process {proc.pid}" in damaged.err
-    finally:
-        proc.kill()
-        proc.wait()
     assert run_cli("verify-crc", store, "--json").json_lines()[-1]["inUseBy"] is None
 
 
