@@ -62,3 +62,14 @@ def test_the_two_engines_share_their_public_interface():
 def test_an_engine_is_an_engine_at_run_time():
     assert isinstance(LocalEngine(1), Engine)
     assert not isinstance(object(), Engine)
+
+
+@pytest.mark.parametrize("command", [["verify-crc"], ["rebuild-cq", "--dry-run"], ["stats"]])
+def test_every_command_refuses_spark_options_without_the_spark_engine_alike(command, store_copy, run_cli):
+    """--master and --spark-conf go with --engine spark: each engine command says so in the same
+    words (commands/engineopts.check_engine), before it reads or locks anything."""
+    store = store_copy("basic")
+    for option in (["--master", "local[2]"], ["--spark-conf", "spark.ui.enabled=false"]):
+        result = run_cli(command[0], store, *command[1:], *option)
+        assert result.code == 2
+        assert "--master and --spark-conf need --engine spark" in result.err

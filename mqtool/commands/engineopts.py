@@ -43,9 +43,17 @@ def filter_options(func):
     return func
 
 
-def open_engine(engine, jobs, master, spark_conf):
-    if engine == "spark" and jobs:
-        from mqtool.errors import UsageError
+def check_engine(engine, master, spark_conf, *, jobs_given: bool) -> None:
+    """The engine options that go together: --jobs only for --engine local, --master and
+    --spark-conf only for --engine spark."""
+    from mqtool.errors import UsageError
 
+    if engine == "spark" and jobs_given:
         raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
+    if engine == "local" and (master or spark_conf):
+        raise UsageError("--master and --spark-conf need --engine spark")
+
+
+def open_engine(engine, jobs, master, spark_conf):
+    check_engine(engine, master, spark_conf, jobs_given=bool(jobs))
     return pipeline.open_engine(engine, jobs=jobs, master=master, conf=spark_conf)

@@ -42,8 +42,7 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
     """
     from mqtool.forensics import verify
 
-    if engine == "spark" and jobs != 1:
-        raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
+    engineopts.check_engine(engine, master, spark_conf, jobs_given=jobs != 1)
     layout = open_layout(store, config_path, settings)
     every = verify.all_scopes(layout) if "all" in scope else ()
     scopes = tuple(s for s in verify.SCOPES if s in scope or s in every)
@@ -81,8 +80,6 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
         on_finding(verify.Finding("store", "symbolic-link", link.path, None, None, link.problem()))
     total = _total_bytes(layout, scopes)
     runner = pipeline.open_engine("spark", master=master, conf=spark_conf) if engine == "spark" else None
-    if runner is None and (master or spark_conf):
-        raise UsageError("--master and --spark-conf need --engine spark")
     try:
         with output.progress(total, "verify", enabled=progress) as bar:
             summary = verify.verify(layout, scopes=scopes, check_crc=not no_crc, jobs=jobs,
