@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import UNDAMAGED, expected_read
+from conftest import DAMAGED, UNDAMAGED, expected_read
 from helpers.lockholder import holding_lock
 
 
@@ -64,6 +64,28 @@ def test_info_matches_broker_queues_and_offsets(name, extracted, run_cli):
         assert info["checkpoint"][field] == value
     assert info["lock"]["held"] is False
     assert info["format"] == ("5.x" if name == "basic5" else "4.x")
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name", UNDAMAGED + DAMAGED)
+def test_info_commitlog_extent_is_where_the_brokers_recovery_ends_it(name, compiled, extracted, run_cli,
+                                                                      monkeypatch):
+    """maxOffset is the broker's maxPhyOffset after its recovery (a body whose CRC fails ends the
+    data there, garbage after the last record is not data), lastStoreTimestamp its last record's
+    store time; the reference walk (small stores) and the compiled one (COMPILED_FROM bytes on)
+    agree."""
+    from mqtool.forensics import storeinfo
+
+    monkeypatch.setattr(storeinfo, "COMPILED_FROM", 0 if compiled else 1 << 62)
+    result = run_cli("info", extracted(name), "--json")
+    (info,) = result.json_lines()
+    lines = expected_read(name)
+    store = next(l for l in lines if l["type"] == "store")
+    last = [l for l in lines if l["type"] == "commitlog_record"][-1]
+    cl = info["commitlog"]
+    assert (cl["minOffset"], cl["maxOffset"]) == (store["minPhyOffset"], store["maxPhyOffset"])
+    assert cl["lastStoreTimestamp"] == last["dispatch"]["storeTimestamp"]
+    assert cl["problemsInLastFile"] == (name in DAMAGED)
 
 
 def test_info_table_mentions_the_essentials(extracted, run_cli):

@@ -292,7 +292,8 @@ def abnormal_start_index(files, safe_time: int) -> int:
 
 
 def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop: list | None = None,
-                      units=None, ledger: list | None = None):
+                      units=None, ledger: list | None = None, last_stored: list | None = None,
+                      compiled: bool = True):
     """Walk from file start_index to the first entry that is not a valid record (a record whose
     body CRC fails counts as not valid, with checkCRCOnRecover), with the compiled walk.
 
@@ -300,32 +301,48 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop
     record that is not valid is kept in its entry (DLedger reads no record), and only ends the
     broker's dispatch: its entry's offset is appended to dispatch_stop, when given.  units (the
     store's dledger.IndexUnits): the entries are checked against them too, and ledger_cut's
-    LedgerCut is appended to ledger, when given.
+    LedgerCut is appended to ledger, when given.  last_stored: the store time of the last record
+    before the cut is appended to it (when there is one).  compiled=False: the reference walk
+    (a record at a time, no compiled kernel loaded), for a few megabytes where loading the kernels
+    would cost more than the walk.
 
     Returns (cut, data_end, stop problem or None, records)."""
     files = queue.files
     if not files:
         return 0, 0, None, 0
     if commitlog.is_dledger_file(files[0]):
-        found = ledger_cut(queue, start_index, check_crc, units)
+        found = ledger_cut(queue, start_index, check_crc, units, compiled=compiled)
+        if last_stored is not None and found.last_stored is not None:
+            last_stored.append(found.last_stored)
         if dispatch_stop is not None and found.bad_record is not None:
             dispatch_stop.append(found.bad_record)
         if ledger is not None:
             ledger.append(found)
         return _with_data_end(queue, found.cut, found.stop, found.records)
-    import numpy as np  # here, not at the top: commands that never recover
+    fastscan, chunk = None, ()     # the compiled walk and its Chunk type (none with the reference walk)
+    if compiled:
+        import numpy as np  # here, not at the top: commands that never recover
 
-    from mqtool.native import fastscan
+        from mqtool.native import fastscan
+        chunk = fastscan.Chunk
     cut = files[start_index].file_from_offset
     records = 0
-    stop = None
+    stop = last_time = None
     for i in range(start_index, len(files)):
         mf = files[i]
         is_last = i == len(files) - 1
         blank = False
         for entry in commitlog.walk_file(mf, check_crc=check_crc, is_last=True, resync_after_damage=False,
                                          scanner=fastscan):
-            if isinstance(entry, fastscan.Chunk):
+            if isinstance(entry, Record):      # the reference walk's (compiled=False)
+                if check_crc and not entry.crc_ok():
+                    stop = _crc_problem(mf, entry.offset)
+                    cut = entry.offset
+                    break
+                records += 1
+                cut = entry.offset + entry.total_size
+                last_time = entry.store_timestamp
+            elif isinstance(entry, chunk):
                 c = entry.columns
                 bad = np.flatnonzero(~c["crc_ok"]) if check_crc else []
                 if len(bad):
@@ -334,9 +351,12 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop
                     stop = _crc_problem(mf, offset)
                     records += j
                     cut = offset
+                    if j:
+                        last_time = int(c["store_ts"][j - 1])
                     break
                 records += entry.count
                 cut = int(c["offset"][-1] + c["size"][-1])
+                last_time = int(c["store_ts"][-1])
             elif isinstance(entry, Blank):
                 blank = True
                 cut = entry.offset
@@ -349,6 +369,8 @@ def walk_for_recovery(queue, start_index: int, check_crc: bool, *, dispatch_stop
         if stop is not None or not blank or is_last:
             break
         cut = files[i + 1].file_from_offset
+    if last_stored is not None and last_time is not None:
+        last_stored.append(last_time)
     return _with_data_end(queue, cut, stop, records)
 
 
@@ -367,20 +389,24 @@ class LedgerCut:
     records: int = 0                  # entries walked
     bad_record: int | None = None     # the first kept entry whose record is not valid
     last_index: int = -1              # the last kept entry's index
+    last_stored: int | None = None    # the store time of the last kept entry's record
     unit_mismatch: tuple | None = None   # (index, pos) of the first kept entry its index unit disagrees with
 
 
-def ledger_cut(queue, start_index: int, check_crc: bool, units=None) -> LedgerCut:
+def ledger_cut(queue, start_index: int, check_crc: bool, units=None, compiled: bool = True) -> LedgerCut:
     """Where DLedgerMmapFileStore.recover ends a DLedger store's data, walking from file
     start_index: at the first entry it does not accept (walk_entries' checks: magic, size, pos
     field, body length; a blank moves on to the next file, zeros end the data) and, from its own
     first file (the third-last) on, at the first entry whose index is not the one before's + 1
     or whose term is lower.  Entries are kept whatever their bodies hold.  units (IndexUnits):
     from that file on, the first kept entry its unit disagrees with (DLedger rewrites the units
-    from there)."""
+    from there).  compiled=False: the reference walk (see walk_for_recovery)."""
     import numpy as np  # here, not at the top: commands that never recover
 
-    from mqtool.native import fastscan
+    fastscan, chunk = None, ()     # the compiled walk and its Chunk type (none with the reference walk)
+    if compiled:
+        from mqtool.native import fastscan
+        chunk = fastscan.Chunk
     files = queue.files
     ledger_from = max(len(files) - 3, 0)
     found = LedgerCut(files[start_index].file_from_offset)
@@ -390,9 +416,9 @@ def ledger_cut(queue, start_index: int, check_crc: bool, units=None) -> LedgerCu
         blank = False
         for item in commitlog.walk_file(mf, check_crc=check_crc, is_last=True, resync_after_damage=False,
                                         scanner=fastscan):
-            if isinstance(item, (fastscan.Chunk, Record)) or (isinstance(item, Problem)
-                                                               and item.kind == "bad-entry-body"):
-                if isinstance(item, fastscan.Chunk):
+            if isinstance(item, (chunk, Record)) or (isinstance(item, Problem)
+                                                     and item.kind == "bad-entry-body"):
+                if isinstance(item, chunk):
                     c = item.columns
                     pos, index, term = c["offset"] - dledger_format.HEADER_SIZE, c["entry_index"], c["entry_term"]
                     ends, crc_ok = c["offset"] + c["size"], c["crc_ok"] if check_crc else np.ones(item.count, bool)
@@ -408,6 +434,10 @@ def ledger_cut(queue, start_index: int, check_crc: bool, units=None) -> LedgerCu
                 if rows:
                     prev = (int(index[rows - 1]), int(term[rows - 1]))
                     cut = int(ends[rows - 1])
+                    if isinstance(item, chunk):
+                        found.last_stored = int(c["store_ts"][rows - 1])
+                    elif isinstance(item, Record):
+                        found.last_stored = item.store_timestamp
                     records += rows
                     bad = np.flatnonzero(~crc_ok[:rows])
                     if bad_record is None and len(bad):

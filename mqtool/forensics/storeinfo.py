@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 from mqtool.errors import MqError
 from mqtool.formats import markers
-from mqtool.formats.commitlog import Blank, Record
+from mqtool.formats.commitlog import Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
+from mqtool.formats.written import written_end
 from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore, timerview
-from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.layout import is_new_store
@@ -24,43 +24,46 @@ def iso(millis: int | None) -> str | None:
         return None
 
 
+COMPILED_FROM = 32 << 20   # bytes to walk from which loading the compiled walk costs less than the walk
+
+
 def commitlog_extent(layout, queue=None) -> dict:
-    """Min and max commitlog offsets: the first file's start and the end of the written data,
-    found by walking the last file that holds data (no CRC check: a glance, not a verify)."""
+    """Min and max commitlog offsets: the first file's start, and where the broker's recovery ends
+    the data (engine.recovery.walk_for_recovery from the third-last file, checkCRCOnRecover as
+    configured: never more than three files, by the compiled walk from COMPILED_FROM bytes on).  problemsInLastFile: 1 when
+    written bytes lie past that end (a record that is not valid, garbage after the last one, a
+    later file holding data), which recovery would cut; else 0."""
+    from mqtool.engine import recovery   # at use: the compiled walk and its kernels
+
     own = queue is None
     queue = queue or commitlog.open_queue(layout)
     try:
         files = queue.files
         if not files:
             return {"minOffset": 0, "maxOffset": 0, "files": 0}
-        max_offset = files[0].file_from_offset
-        first_time = last_time = None
-        problems = 0
-        for mf in reversed(files):
-            end = None
-            for entry in commitlog.walk_file(mf, check_crc=False, is_last=(mf is files[-1])):
-                if isinstance(entry, Record):
-                    end = entry.offset + entry.total_size
-                    last_time = entry.store_timestamp
-                elif isinstance(entry, Blank):
-                    end = entry.offset + entry.total_size
-                elif isinstance(entry, EndOfData):
-                    end = max(end or 0, entry.offset)
-                elif isinstance(entry, Problem):
-                    problems += 1
-            if end is not None and end > mf.file_from_offset:
-                max_offset = end
-                break
-        for entry in commitlog.walk_file(files[0], check_crc=False, is_last=len(files) == 1):
-            if isinstance(entry, Record):
-                first_time = entry.store_timestamp
-                break
-        return {"minOffset": files[0].file_from_offset, "maxOffset": max_offset, "files": len(files),
-                "firstStoreTimestamp": first_time, "lastStoreTimestamp": last_time,
-                "problemsInLastFile": problems}
+        start = max(len(files) - 3, 0)
+        walked = sum(min(mf.file_size, mf.data_end) for mf in files[start:])
+        last_stored: list = []
+        cut, data_end, stop, _ = recovery.walk_for_recovery(queue, start, layout.config.checkCRCOnRecover,
+                                                            last_stored=last_stored, compiled=walked >= COMPILED_FROM)
+        beyond = stop is not None or data_end > cut or any(
+            written_end(mf.buf, 0, min(mf.file_size, mf.data_end)) > 0
+            for mf in files if mf.file_from_offset > cut)
+        return {"minOffset": files[0].file_from_offset, "maxOffset": cut, "files": len(files),
+                "firstStoreTimestamp": _first_store_time(files[0], len(files) == 1),
+                "lastStoreTimestamp": last_stored[-1] if last_stored else None,
+                "problemsInLastFile": int(beyond)}
     finally:
         if own:
             queue.close()
+
+
+def _first_store_time(mf, is_last: bool) -> int | None:
+    """The store time of the file's first record (None when it holds none)."""
+    for entry in commitlog.walk_file(mf, check_crc=False, is_last=is_last):
+        if isinstance(entry, Record):
+            return entry.store_timestamp
+    return None
 
 
 def _kind_summary(files, expected_size=None) -> dict:
