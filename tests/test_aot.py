@@ -269,3 +269,29 @@ def test_the_sources_digest_covers_every_module_the_kernels_compile_code_from():
                 todo.append(importlib.import_module(func.__module__))
     assert "mqtool/formats/primitives.py" in seen
     assert seen <= set(aot.SOURCES), sorted(seen - set(aot.SOURCES))
+
+
+def test_the_sources_digest_covers_every_module_the_kernels_take_constants_from():
+    """numba compiles a kernel module's globals in as constants (the record's and the index
+    entry's field offsets from formats/commitlog.py and formats/index.py, the magic codes, the
+    sysFlag bits): every mqtool module a kernel module imports (but aot.py, the loader) must be
+    among aot.SOURCES, or a change to a layout would leave the built kernels reading old offsets."""
+    import ast
+    import os
+
+    missing = set()
+    for name, _ in aot.FAMILIES.values():
+        path = importlib.import_module(name).__file__
+        for node in ast.parse(open(path).read()).body:        # the module's own top-level imports
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("mqtool"):
+                continue
+            for alias in node.names:
+                module = f"{node.module}.{alias.name}"
+                try:
+                    module = importlib.import_module(module)
+                except ImportError:                           # a name from the module, not a module
+                    module = importlib.import_module(node.module)
+                rel = os.path.relpath(module.__file__, aot.ROOT)
+                if rel != "mqtool/native/aot.py" and rel not in aot.SOURCES:
+                    missing.add(rel)
+    assert not missing, sorted(missing)

@@ -166,6 +166,91 @@ def test_record_layout_fields_sit_where_the_broker_writes_them(fields):
     assert pos + 2 + props_len == len(data)
 
 
+def fields_at_the_layout_offsets(data: bytes) -> dict:
+    """The fields of the record `data`, read at the offsets and in the formats commitlog.py derives
+    from RECORD (the layout the compiled kernels, the writers and recovery read and write by)."""
+    cl = commitlog
+    out = {name: struct.unpack_from(fmt, data, at)[0] for name, (at, fmt) in cl.HEAD_FIELDS.items() if fmt}
+    assert [cl.TOTAL_SIZE_AT, cl.MAGIC_AT, cl.BODY_CRC_AT, cl.QUEUE_ID_AT, cl.FLAG_AT, cl.QUEUE_OFFSET_AT,
+            cl.PHYSICAL_OFFSET_AT, cl.SYS_FLAG_AT, cl.BORN_TIMESTAMP_AT, cl.BORN_HOST_AT] == [
+        at for at, _ in cl.HEAD_FIELDS.values()]
+
+    def host(at, bit):
+        size = cl.HOST_V6_SIZE if out["sysFlag"] & bit else cl.HOST_V4_SIZE
+        port = at + size - cl.HOST_PORT_SIZE
+        return hosts.format_host(data[at:port], int.from_bytes(data[port:at + size], "big", signed=True)), at + size
+
+    out["bornHost"], store_ts = host(cl.BORN_HOST_AT, sysflag.BORNHOST_V6)
+    (out["storeTimestamp"],) = struct.unpack_from(cl.STORE_TIMESTAMP_FORMAT, data, store_ts)
+    out["storeHost"], tail = host(store_ts + cl.STORE_HOST_AFTER_BORN_HOST, sysflag.STOREHOST_V6)
+    out["reconsumeTimes"], out["preparedTransactionOffset"], body_len = struct.unpack_from(cl.TAIL_FORMAT, data, tail)
+    assert (struct.unpack_from(">i", data, tail + cl.RECONSUME_TIMES_IN_TAIL)[0],
+            struct.unpack_from(">q", data, tail + cl.PREPARED_OFFSET_IN_TAIL)[0],
+            struct.unpack_from(">i", data, tail + cl.BODY_LENGTH_IN_TAIL)[0]) == (
+        out["reconsumeTimes"], out["preparedTransactionOffset"], body_len)
+    body = tail + cl.BODY_IN_TAIL
+    out["body"] = data[body:body + body_len]
+    width = cl.topic_length_size(out["magicCode"])
+    assert width == (cl.TOPIC_LENGTH_SIZE_V2 if out["magicCode"] == MAGIC_V2 else cl.TOPIC_LENGTH_SIZE_V1)
+    at = body + body_len
+    topic_len = int.from_bytes(data[at:at + width], "big", signed=True)
+    out["topic"] = data[at + width:at + width + topic_len].decode("utf-8", "surrogateescape")
+    at += width + topic_len
+    props_len = int.from_bytes(data[at:at + cl.PROPERTIES_LENGTH_SIZE], "big", signed=True)
+    out["properties"] = data[at + cl.PROPERTIES_LENGTH_SIZE:].decode("utf-8", "surrogateescape")
+    assert at + cl.PROPERTIES_LENGTH_SIZE + props_len == len(data) == out["totalSize"]
+    return out
+
+
+def fixture_records(name: str, extracted):
+    """The bytes of every record of a fixture's first commitlog file, as the broker wrote them."""
+    data = sorted((extracted(name) / "commitlog").iterdir())[0].read_bytes()
+    pos = 0
+    while pos + 8 <= len(data):
+        total, magic = struct.unpack_from(">iI", data, pos)
+        if magic not in (MAGIC_V1, MAGIC_V2):
+            break
+        yield data[pos:pos + total]
+        pos += total
+
+
+@pytest.mark.parametrize("name", ["features", "basic5"])
+def test_layout_offsets_derived_from_the_schema_read_real_records(name, extracted):
+    """The offsets commitlog.py derives from RECORD, read on records a broker wrote (features has
+    IPv6 born hosts), give what RECORD.parse gives, field for field."""
+    seen = set()
+    for data in fixture_records(name, extracted):
+        parsed = plain(RECORD.parse(data))
+        assert fields_at_the_layout_offsets(data) == parsed
+        seen.add(parsed["sysFlag"] & sysflag.BORNHOST_V6)
+    assert seen == ({0, sysflag.BORNHOST_V6} if name == "features" else {0})
+
+
+@given(records())
+def test_layout_offsets_derived_from_the_schema_read_every_variant(fields):
+    """The same for records of every variant the schema builds: V1 and V2 (a topic length of 1 or
+    2 bytes), IPv4 and IPv6 born and store hosts."""
+    data = RECORD.build(fields)
+    assert fields_at_the_layout_offsets(data) == plain(RECORD.parse(data))
+
+
+def test_index_layout_offsets_derived_from_the_schema_read_a_real_index_file(extracted):
+    raw = sorted((extracted("basic") / "index").iterdir())[0].read_bytes()
+    header = plain(index.HEADER.parse(raw))
+    slots = (len(raw) - index.HEADER_SIZE) // (index.SLOT_SIZE + 4 * index.ENTRY_SIZE)
+    assert index.file_size(slots, 4 * slots) == len(raw)
+    assert [header[name] for name in index.HEADER_NAMES] == list(index.HEADER_STRUCT.unpack_from(raw, 0))
+    first = index.HEADER_SIZE + slots * index.SLOT_SIZE
+    for number in range(1, header["indexCount"]):
+        at = first + number * index.ENTRY_SIZE
+        entry = plain(index.ENTRY.parse(raw[at:at + index.ENTRY_SIZE]))
+        assert entry == {"keyHash": struct.unpack_from(">i", raw, at + index.KEY_HASH_AT)[0],
+                         "phyOffset": struct.unpack_from(">q", raw, at + index.PHY_OFFSET_AT)[0],
+                         "timeDiff": struct.unpack_from(">i", raw, at + index.TIME_DIFF_AT)[0],
+                         "prevIndex": struct.unpack_from(">i", raw, at + index.PREV_INDEX_AT)[0]}
+    assert header["indexCount"] > 1
+
+
 @given(records(), st.binary(max_size=64), st.binary(max_size=64), st.integers(0, 1 << 40))
 def test_fast_decoder_agrees_with_the_schema(fields, before, after, base):
     data = RECORD.build(fields)

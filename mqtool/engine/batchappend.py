@@ -258,7 +258,7 @@ def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, bor
     update the queue offset counters.  topic_names/host_keys: the distinct topics and
     (host, IPv6 flag) pairs, which topic_id, born and store number.  Returns (results, columns)."""
     from mqtool.formats import sysflag
-    from mqtool.formats.commitlog import BLANK_MAGIC, MAGIC_V1, MAGIC_V2
+    from mqtool.formats.commitlog import BLANK, MAGIC_V1, MAGIC_V2
     from mqtool.formats.hosts import java_host
     from mqtool.native.appendkernels import write_records  # loads numba: only when a batch is appended
 
@@ -318,11 +318,11 @@ def _write(writer, cols: dict, topic_names: list, topic_id, host_keys: list, bor
             mf.store_timestamp = int(store_ts[nxt - 1])
         mf.wrote_position = pos
         if nxt < n:   # the next record does not fit: close the file with a BLANK record
-            blank = (mf.file_size - pos).to_bytes(4, "big", signed=True) + BLANK_MAGIC.to_bytes(4, "big")
+            blank = BLANK.build({"totalSize": mf.file_size - pos})   # only its 8 header bytes
             if direct:
                 mf.pwrite(blank, pos)
             else:
-                target[pos:pos + 8] = blank
+                target[pos:pos + len(blank)] = blank
             mf.wrote_position = mf.file_size
         if not direct and mf.write_buffer is None:
             mf.drop_written_pages()   # written through the mapping: keep the resident set flat

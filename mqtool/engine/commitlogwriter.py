@@ -26,11 +26,14 @@ from mqtool.engine.javamap import properties_to_string
 from mqtool.engine.message import MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED, PUT_OK, MessageInner, PutResult
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import (
-    BLANK_MAGIC,
+    BLANK,
     END_FILE_MIN_BLANK_LENGTH,
+    HEAD_FORMAT,
     MAGIC_V1,
     MAGIC_V2,
     MAX_PROPERTIES_LENGTH,
+    STORE_TIMESTAMP_FORMAT,
+    TAIL_FORMAT,
     record_length,
 )
 from mqtool.formats.crc import body_crc
@@ -41,13 +44,13 @@ from mqtool.storage import topics
 from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage.dispatchrequest import DispatchRequest
 
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_U8 = struct.Struct(">B")
-_TAIL = struct.Struct(">iqi")
-_HEAD = struct.Struct(">iIiiiqqiq")
-_BLANK = struct.Struct(">iI")
+# the record's runs of fixed-size fields (formats/commitlog.py derives them from the schema)
+_HEAD = struct.Struct(HEAD_FORMAT)                  # totalSize .. bornTimestamp
+_STORE_TIMESTAMP = struct.Struct(STORE_TIMESTAMP_FORMAT)
+_TAIL = struct.Struct(TAIL_FORMAT)                  # reconsumeTimes, preparedTransactionOffset, bodyLength
+_I32 = struct.Struct(">i")                          # a host's port
+_I16 = struct.Struct(">h")                          # the V2 topic length, the properties length
+_U8 = struct.Struct(">B")                           # the V1 topic length
 
 
 @dataclass(slots=True)
@@ -180,7 +183,7 @@ class CommitLogWriter:
         for enc in encoded:
             length = enc.length
             if length + END_FILE_MIN_BLANK_LENGTH > size - pos:
-                chunks.append(_BLANK.pack(size - pos, BLANK_MAGIC))
+                chunks.append(BLANK.build({"totalSize": size - pos}))   # only its 8 header bytes
                 mf.append(b"".join(chunks))
                 mf.wrote_position = size  # the BLANK declares the rest of the file
                 mf.store_timestamp = last_ts or mf.store_timestamp
@@ -196,7 +199,7 @@ class CommitLogWriter:
             chunks.append(_HEAD.pack(length, enc.magic, enc.crc, enc.queue_id, msg.flag, queue_offset,
                                      wrote_offset, enc.sys_flag, msg.born_timestamp))
             chunks.append(enc.born)
-            chunks.append(_I64.pack(store_ts))
+            chunks.append(_STORE_TIMESTAMP.pack(store_ts))
             chunks.append(enc.rest)
             pos += length
             last_ts = store_ts

@@ -55,16 +55,23 @@ from mqtool.formats import dledger as dledger_format
 from mqtool.formats import consumequeueext as ext_format
 from mqtool.formats import sysflag
 from mqtool.formats import timer as timer_format
-from mqtool.formats.commitlog import MAGIC_V1, MAGIC_V2, Blank, Record, decode_entry
+from mqtool.formats.commitlog import (
+    BORN_HOST_AT,
+    HOST_V4_SIZE,
+    HOST_V6_SIZE,
+    MAGIC_AT,
+    MAGIC_V1,
+    MAGIC_V2,
+    SYS_FLAG_AT,
+    Blank,
+    Record,
+    decode_entry,
+)
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
 from mqtool.formats.written import written_end
 from mqtool.storage import commitlog, dledger, timerstore, timerview
 from mqtool.storage.commitlog import EndOfData, Problem
-
-_MAGIC_POS = 4
-_SYSFLAG_POS = 36
-_BORN_TS_END = 48    # the end of bornTimestamp: the born host follows
 
 
 @dataclass
@@ -268,16 +275,16 @@ def ext_end(cq, keep: int, ext) -> ExtCut:
 
 def _first_store_time(mf) -> int | None:
     """The store time of the file's first record, if it starts with one (isMappedFileMatchedRecover;
-    in a DLedger data file the record of the first entry, at 48: DLedgerCommitLog's)."""
+    in a DLedger data file the record of the first entry, past the entry's header: DLedgerCommitLog's)."""
     buf = mf.buf
     at = dledger_format.HEADER_SIZE if commitlog.is_dledger_file(mf) else 0
     if mf.file_size < at + 64:
         return None
-    magic = int.from_bytes(buf[at + _MAGIC_POS:at + _MAGIC_POS + 4], "big")
+    magic = int.from_bytes(buf[at + MAGIC_AT:at + MAGIC_AT + 4], "big")
     if magic not in (MAGIC_V1, MAGIC_V2):
         return None
-    flag = int.from_bytes(buf[at + _SYSFLAG_POS:at + _SYSFLAG_POS + 4], "big", signed=True)
-    pos = at + _BORN_TS_END + (20 if flag & sysflag.BORNHOST_V6 else 8)
+    flag = int.from_bytes(buf[at + SYS_FLAG_AT:at + SYS_FLAG_AT + 4], "big", signed=True)
+    pos = at + BORN_HOST_AT + (HOST_V6_SIZE if flag & sysflag.BORNHOST_V6 else HOST_V4_SIZE)   # storeTimestamp
     value = int.from_bytes(buf[pos:pos + 8], "big", signed=True)
     return value or None
 

@@ -59,20 +59,16 @@ MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
 
 
 def topic_length_size(magic: int) -> int:
-    return 2 if magic == MAGIC_V2 else 1
+    return TOPIC_LENGTH_SIZE_V2 if magic == MAGIC_V2 else TOPIC_LENGTH_SIZE_V1
 
 
 def record_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int,
                   magic: int = MAGIC_V1) -> int:
-    """CommitLog.calMsgLength: the totalSize of a record with these parts."""
-    born = 20 if sys_flag & sysflag.BORNHOST_V6 else 8
-    store = 20 if sys_flag & sysflag.STOREHOST_V6 else 8
-    return (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8
-            + 4 + max(body_length, 0) + topic_length_size(magic) + topic_length
-            + 2 + max(properties_length, 0))
-
-
-MIN_RECORD_LENGTH = record_length(0, 0, 0, 0)
+    """CommitLog.calMsgLength: the totalSize of a record with these parts (the layout below)."""
+    born = HOST_V6_SIZE if sys_flag & sysflag.BORNHOST_V6 else HOST_V4_SIZE
+    store = HOST_V6_SIZE if sys_flag & sysflag.STOREHOST_V6 else HOST_V4_SIZE
+    return (BORN_HOST_AT + born + STORE_HOST_AFTER_BORN_HOST + store + BODY_IN_TAIL + max(body_length, 0)
+            + topic_length_size(magic) + topic_length + PROPERTIES_LENGTH_SIZE + max(properties_length, 0))
 
 
 class _Utf8(Adapter):
@@ -147,12 +143,91 @@ RECORD_HEADER = Struct("totalSize" / Int32sb, "magicCode" / Int32ub)
 """The 8 bytes every entry starts with: enough to tell a record, a BLANK or garbage apart."""
 
 
+# ---------------------------------------------------------------- the layout, from RECORD
+# Where each field lies, derived from the schema above: the one statement of the record's layout
+# that the compiled kernels (native/, forensics/verify/kernels.py), the writers and recovery read
+# fields by.  A record is three runs of fixed-size fields with a variable part after each: the
+# head (totalSize .. bornTimestamp) then bornHost, storeTimestamp then storeHost, the tail
+# (reconsumeTimes, preparedTransactionOffset, bodyLength) then the body, topic and properties.
+# tests/test_formats_roundtrip.py checks these against RECORD.parse of real records.
+
+def _field(name: str):
+    return next(sub for sub in RECORD.subcons if sub.name == name)
+
+
+def _inner(sub):
+    """A field's construct without its name and adapters (Renamed, Default, OneOf, _Utf8...)."""
+    while not hasattr(sub, "fmtstr") and not hasattr(sub, "lengthfield") and hasattr(sub, "subcon"):
+        sub = sub.subcon
+    return sub
+
+
+def _run(first: str) -> dict:
+    """name -> (offset from the run's start, struct format) of the fixed-size fields from `first`
+    on, up to the first field of variable size (whose offset is there too, format None)."""
+    names = [sub.name for sub in RECORD.subcons]
+    out, at = {}, 0
+    for sub in RECORD.subcons[names.index(first):]:
+        inner = _inner(sub)
+        fmt = getattr(inner, "fmtstr", None)
+        if fmt is None:      # a host, the body, the topic: the run ends here
+            out[sub.name] = (at, None)
+            break
+        out[sub.name] = (at, fmt)
+        at += inner.sizeof()
+    return out
+
+
+HEAD_FIELDS = _run("totalSize")           # totalSize .. bornTimestamp, then bornHost
+STORE_FIELDS = _run("storeTimestamp")     # from the end of bornHost: storeTimestamp, then storeHost
+TAIL_FIELDS = _run("reconsumeTimes")      # from the end of storeHost: .., bodyLength, then the body
+
+TOTAL_SIZE_AT = HEAD_FIELDS["totalSize"][0]
+MAGIC_AT = HEAD_FIELDS["magicCode"][0]
+BODY_CRC_AT = HEAD_FIELDS["bodyCRC"][0]
+QUEUE_ID_AT = HEAD_FIELDS["queueId"][0]
+FLAG_AT = HEAD_FIELDS["flag"][0]
+QUEUE_OFFSET_AT = HEAD_FIELDS["queueOffset"][0]
+PHYSICAL_OFFSET_AT = HEAD_FIELDS["physicalOffset"][0]
+SYS_FLAG_AT = HEAD_FIELDS["sysFlag"][0]
+BORN_TIMESTAMP_AT = HEAD_FIELDS["bornTimestamp"][0]
+BORN_HOST_AT = HEAD_FIELDS["bornHost"][0]
+HOST_V4_SIZE = _inner(_field("bornHost")).elsesubcon.sizeof()     # address and port
+HOST_V6_SIZE = _inner(_field("bornHost")).thensubcon.sizeof()
+HOST_PORT_SIZE = next(sub for sub in _inner(_field("bornHost")).elsesubcon.subcon.subcons
+                      if sub.name == "port").sizeof()                  # after the address
+STORE_HOST_AFTER_BORN_HOST = STORE_FIELDS["storeHost"][0]       # storeTimestamp lies between
+RECONSUME_TIMES_IN_TAIL = TAIL_FIELDS["reconsumeTimes"][0]       # the tail starts where storeHost ends
+PREPARED_OFFSET_IN_TAIL = TAIL_FIELDS["preparedTransactionOffset"][0]
+BODY_LENGTH_IN_TAIL = TAIL_FIELDS["body"][0]
+BODY_IN_TAIL = BODY_LENGTH_IN_TAIL + _inner(_field("body")).lengthfield.sizeof()
+TOPIC_LENGTH_SIZE_V1 = _inner(_inner(_field("topic")).elsesubcon).lengthfield.sizeof()
+TOPIC_LENGTH_SIZE_V2 = _inner(_inner(_field("topic")).thensubcon).lengthfield.sizeof()
+PROPERTIES_LENGTH_SIZE = _inner(_field("properties")).lengthfield.sizeof()
+
+
+def _format(fields: dict, through: str) -> str:
+    """The struct format of a run's fields up to and including `through`."""
+    fmt = ""
+    for name, (_, f) in fields.items():
+        fmt += f.lstrip("<>=!")
+        if name == through:
+            return ">" + fmt
+    raise KeyError(through)
+
+
+HEAD_FORMAT = _format(HEAD_FIELDS, "bornTimestamp")
+STORE_TIMESTAMP_FORMAT = _format(STORE_FIELDS, "storeTimestamp")    # ">q"
+TAIL_FORMAT = _format(TAIL_FIELDS, "preparedTransactionOffset") + _inner(_field("body")).lengthfield.fmtstr[1:]
+
+MIN_RECORD_LENGTH = record_length(0, 0, 0, 0)
+
+
 # ---------------------------------------------------------------- fast decoder
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _ENTRY_HEADER = struct.Struct(">iI")
-_SYS_FLAG_AT = 36
 _HOST_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
 
 
@@ -160,7 +235,7 @@ def _fixed_part(sys_flag: int) -> struct.Struct:
     """Everything from totalSize up to and including bodyLength, for these host widths."""
     born = "16si" if sys_flag & sysflag.BORNHOST_V6 else "4si"
     store = "16si" if sys_flag & sysflag.STOREHOST_V6 else "4si"
-    return struct.Struct(">iIiiiqqiq" + born + "q" + store + "iqi")
+    return struct.Struct(HEAD_FORMAT + born + STORE_TIMESTAMP_FORMAT[1:] + store + TAIL_FORMAT[1:])
 
 
 _FIXED = {bits: _fixed_part(bits)
@@ -292,7 +367,7 @@ def decode_entry(buf, pos: int, limit: int, base_offset: int = 0):
 
 def _decode_record_body(buf, pos, total_size, magic, offset) -> Record:
     end = pos + total_size
-    (sys_flag,) = _I32.unpack_from(buf, pos + _SYS_FLAG_AT)
+    (sys_flag,) = _I32.unpack_from(buf, pos + SYS_FLAG_AT)
     fixed = _FIXED[sys_flag & _HOST_BITS]
     p = pos + fixed.size
     if p > end:

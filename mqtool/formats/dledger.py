@@ -66,6 +66,7 @@ def _fields(struct, names=None) -> dict:
 
 
 HEADER_FIELDS = _fields(ENTRY_HEADER, ("magic", "size", "index", "term", "pos"))   # what the ledger checks read
+ENTRY_FIELD_AT = {name: at for name, (at, _) in _fields(ENTRY_HEADER).items()}   # what the compiled walk reads
 
 BLANK = Struct(
     "magic" / Const(BLANK_MAGIC, Int32sb),

@@ -18,9 +18,6 @@ import struct
 
 from construct import Array, Int32sb, Int64sb, Struct, this
 
-HEADER_SIZE = 40
-SLOT_SIZE = 4
-ENTRY_SIZE = 20
 INVALID_INDEX = 0
 
 HEADER = Struct(
@@ -40,11 +37,36 @@ ENTRY = Struct(
 )
 
 
+SLOT = Int32sb
+
+
+def _offsets(struct) -> dict:
+    """name -> byte offset of each field of a fixed-size Struct."""
+    out, at = {}, 0
+    for sub in struct.subcons:
+        out[sub.name] = at
+        at += sub.sizeof()
+    return out
+
+
+# the layout, from the schemas above: what the compiled kernels (native/appendkernels.py,
+# forensics/verify/kernels.py) read and write fields by
+HEADER_SIZE = HEADER.sizeof()
+SLOT_SIZE = SLOT.sizeof()
+ENTRY_SIZE = ENTRY.sizeof()
+HEADER_NAMES = tuple(sub.name for sub in HEADER.subcons)    # the order of the header's fields
+ENTRY_FIELD_AT = _offsets(ENTRY)
+KEY_HASH_AT = ENTRY_FIELD_AT["keyHash"]
+PHY_OFFSET_AT = ENTRY_FIELD_AT["phyOffset"]
+TIME_DIFF_AT = ENTRY_FIELD_AT["timeDiff"]
+PREV_INDEX_AT = ENTRY_FIELD_AT["prevIndex"]
+
+
 def index_file_schema(hash_slot_num: int, index_num: int) -> Struct:
     """The whole file for a given maxHashSlotNum / maxIndexNum."""
     return Struct(
         "header" / HEADER,
-        "slots" / Array(hash_slot_num, Int32sb),
+        "slots" / Array(hash_slot_num, SLOT),
         "entries" / Array(index_num, ENTRY),
     )
 
@@ -54,14 +76,19 @@ INDEX_FILE = Struct(
     "indexNum" / Int32sb,
     "file" / Struct(
         "header" / HEADER,
-        "slots" / Array(this._.hashSlotNum, Int32sb),
+        "slots" / Array(this._.hashSlotNum, SLOT),
         "entries" / Array(this._.indexNum, ENTRY),
     ),
 )
 """A parameterised view used by tests: the sizes come first, then the file bytes."""
 
-HEADER_STRUCT = struct.Struct(">qqqqii")
-ENTRY_STRUCT = struct.Struct(">iqii")
+def _struct(schema) -> struct.Struct:
+    """A fixed-size Struct of big-endian numbers as a struct.Struct (the fast decoders')."""
+    return struct.Struct(">" + "".join(sub.subcon.fmtstr.lstrip("<>=!") for sub in schema.subcons))
+
+
+HEADER_STRUCT = _struct(HEADER)
+ENTRY_STRUCT = _struct(ENTRY)
 
 
 def entry_dtype():

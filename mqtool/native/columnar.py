@@ -30,6 +30,7 @@ from mqtool.formats.primitives import (
     signed32,
     utf8_continuation,
 )
+from mqtool.formats import commitlog
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.native import aot
 from mqtool.native.jit import crc32, njit, prefetch
@@ -39,6 +40,17 @@ _HEX_UPPER = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _HEX_LOWER = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 U = np.uint64
 AHEAD = 4          # records decode prefetches ahead of the one it decodes
+# the record's layout (formats/commitlog.py derives it from the schema), as numba's constants
+BODY_CRC_AT = commitlog.BODY_CRC_AT
+FLAG_AT = commitlog.FLAG_AT
+BORN_TIMESTAMP_AT = commitlog.BORN_TIMESTAMP_AT
+BORN_HOST_AT = commitlog.BORN_HOST_AT
+HOST_V4 = commitlog.HOST_V4_SIZE              # a host: its address (4 or 16 bytes), then its port
+HOST_V6 = commitlog.HOST_V6_SIZE
+PORT_SIZE = commitlog.HOST_PORT_SIZE
+STORE_HOST_AFTER = commitlog.STORE_HOST_AFTER_BORN_HOST
+RECONSUME_TIMES_IN_TAIL = commitlog.RECONSUME_TIMES_IN_TAIL
+PREPARED_OFFSET_IN_TAIL = commitlog.PREPARED_OFFSET_IN_TAIL
 
 
 @njit(cache=True, inline="always")
@@ -139,7 +151,7 @@ def put_int(value, out, q):
 def put_host(buf, p, v6, out, q):
     """Java's InetSocketAddress text of the address at buf[p] (4 or 16 bytes) and its port:
     `1.2.3.4:5`, an IPv4-mapped IPv6 address as IPv4, else `[a:b:c:d:e:f:g:h]:port`."""
-    width = 16 if v6 else 4
+    width = (HOST_V6 if v6 else HOST_V4) - PORT_SIZE
     port = i32(buf, p + width)
     mapped = False
     if v6:
@@ -191,7 +203,7 @@ def _put_hex_bytes(buf, p, n, out, q):
 def put_msgid(buf, store_host_pos, v6, offset, out, q):
     """MessageDecoder.createMessageId: the store host's address and port bytes, then the
     commitlog offset (8 bytes), as upper-case hex."""
-    q = _put_hex_bytes(buf, store_host_pos, (16 if v6 else 4) + 4, out, q)
+    q = _put_hex_bytes(buf, store_host_pos, HOST_V6 if v6 else HOST_V4, out, q)
     for shift in range(60, -4, -4):
         out[U(q)] = _HEX_UPPER[(offset >> shift) & 0xF]
         q += 1
@@ -258,34 +270,36 @@ def decode(buf, base, offset, sys_flag, body_pos, body_len, topic_pos, topic_len
         sf = sys_flag[i]
         born_v6 = (sf & BORNHOST_V6) != 0
         store_v6 = (sf & STOREHOST_V6) != 0
-        stored_crc[i] = i32(buf, pos + 8)
+        stored_crc[i] = i32(buf, pos + BODY_CRC_AT)
         blen = body_len[i]
         if crc_known[i]:
             computed_crc[i] = stored_crc[i]
         else:
             computed_crc[i] = (crc32(0, addr + body_pos[i], blen) & 0x7FFFFFFF) if blen > 0 else 0
-        flag[i] = i32(buf, pos + 16)
-        born_ts[i] = i64(buf, pos + 40)
-        born_at = pos + 48
-        store_at = born_at + (20 if born_v6 else 8) + 8
-        tail = store_at + (20 if store_v6 else 8)
-        reconsume[i] = i32(buf, tail)
-        prepared[i] = i64(buf, tail + 4)
+        flag[i] = i32(buf, pos + FLAG_AT)
+        born_ts[i] = i64(buf, pos + BORN_TIMESTAMP_AT)
+        born_at = pos + BORN_HOST_AT
+        born_size = HOST_V6 if born_v6 else HOST_V4
+        store_at = born_at + born_size + STORE_HOST_AFTER
+        store_size = HOST_V6 if store_v6 else HOST_V4
+        tail = store_at + store_size
+        reconsume[i] = i32(buf, tail + RECONSUME_TIMES_IN_TAIL)
+        prepared[i] = i64(buf, tail + PREPARED_OFFSET_IN_TAIL)
         tags_hash[i] = 0
         delay[i] = 0
         tags_ok[i] = keys_ok[i] = uniq_ok[i] = False
         topic_off[i] = tq
         tq = put_text(buf, topic_pos[i], topic_pos[i] + topic_len[i], topic_data, tq)
         born_off[i] = bq
-        if i and born_v6 == prev_born_v6 and _same(buf, born_at, born_at + (20 if born_v6 else 8), buf,
-                                                   prev_born, prev_born + (20 if born_v6 else 8)):
+        if i and born_v6 == prev_born_v6 and _same(buf, born_at, born_at + born_size, buf,
+                                                   prev_born, prev_born + born_size):
             bq = _copy_value(born_data, born_off[i - 1], born_off[i], born_data, bq)   # the same host again
         else:
             bq = put_host(buf, born_at, born_v6, born_data, bq)
         prev_born, prev_born_v6 = born_at, born_v6
         store_off[i] = sq
-        if i and store_v6 == prev_store_v6 and _same(buf, store_at, store_at + (20 if store_v6 else 8), buf,
-                                                     prev_store, prev_store + (20 if store_v6 else 8)):
+        if i and store_v6 == prev_store_v6 and _same(buf, store_at, store_at + store_size, buf,
+                                                     prev_store, prev_store + store_size):
             sq = _copy_value(store_data, store_off[i - 1], store_off[i], store_data, sq)
         else:
             sq = put_host(buf, store_at, store_v6, store_data, sq)

@@ -55,6 +55,24 @@ MAGIC_V1 = commitlog.MAGIC_V1
 MAGIC_V2 = commitlog.MAGIC_V2
 BLANK_MAGIC = commitlog.BLANK_MAGIC
 MIN_RECORD = commitlog.MIN_RECORD_LENGTH
+BLANK_HEADER = commitlog.BLANK_HEADER_SIZE
+# the record's layout (formats/commitlog.py derives it from the schema): module-level ints, which
+# numba compiles in as constants
+MAGIC_AT = commitlog.MAGIC_AT
+BODY_CRC_AT = commitlog.BODY_CRC_AT
+QUEUE_ID_AT = commitlog.QUEUE_ID_AT
+QUEUE_OFFSET_AT = commitlog.QUEUE_OFFSET_AT
+PHYSICAL_OFFSET_AT = commitlog.PHYSICAL_OFFSET_AT
+SYS_FLAG_AT = commitlog.SYS_FLAG_AT
+BORN_HOST_AT = commitlog.BORN_HOST_AT
+HOST_V4 = commitlog.HOST_V4_SIZE
+HOST_V6 = commitlog.HOST_V6_SIZE
+STORE_HOST_AFTER = commitlog.STORE_HOST_AFTER_BORN_HOST
+BODY_LENGTH_IN_TAIL = commitlog.BODY_LENGTH_IN_TAIL
+BODY_IN_TAIL = commitlog.BODY_IN_TAIL
+TOPIC_LENGTH_V1 = commitlog.TOPIC_LENGTH_SIZE_V1      # the topic's length: 1 byte in V1, 2 in V2
+TOPIC_LENGTH_V2 = commitlog.TOPIC_LENGTH_SIZE_V2
+PROPERTIES_LENGTH = commitlog.PROPERTIES_LENGTH_SIZE
 
 # per-record flag bits set by parse_records
 UTF8_IRREGULAR = 1     # topic or a parsed property is not plain UTF-8: recompute in Python
@@ -66,15 +84,15 @@ def decode_at(buf, pos, limit):
     """One entry at pos: (kind, reason, total, magic, sysFlag, storeTimestamp, body pos, body length,
     topic pos, topic length, properties pos, properties length).  kind is -1 for a record, else
     BLANK, ZEROS or DAMAGE (with a reason code); the layout is formats/commitlog.py's."""
-    if limit - pos < 8:
+    if limit - pos < BLANK_HEADER:
         for k in range(pos, limit):
             if buf[k] != 0:
                 return DAMAGE, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
         return ZEROS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
     total = i32(buf, pos)
-    magic = u32(buf, pos + 4)
+    magic = u32(buf, pos + MAGIC_AT)
     if magic == BLANK_MAGIC:
-        if total < 8 or total != limit - pos:
+        if total < BLANK_HEADER or total != limit - pos:
             return DAMAGE, 4, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
         return BLANK, 0, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
     if magic != MAGIC_V1 and magic != MAGIC_V2:
@@ -84,40 +102,40 @@ def decode_at(buf, pos, limit):
     if total < MIN_RECORD or total > limit - pos:
         return DAMAGE, 2, total, magic, 0, 0, 0, 0, 0, 0, 0, 0
     end = pos + total
-    flag = i32(buf, pos + 36)
-    p = pos + 48 + (20 if flag & BORNHOST_V6 else 8)
+    flag = i32(buf, pos + SYS_FLAG_AT)
+    p = pos + BORN_HOST_AT + (HOST_V6 if flag & BORNHOST_V6 else HOST_V4)    # storeTimestamp
     ts = i64(buf, p)
-    p += 8 + (20 if flag & STOREHOST_V6 else 8)
-    if p + 16 > end:
+    p += STORE_HOST_AFTER + (HOST_V6 if flag & STOREHOST_V6 else HOST_V4)   # the tail
+    if p + BODY_IN_TAIL > end:
         return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
-    blen = i32(buf, p + 12)
-    p += 16
+    blen = i32(buf, p + BODY_LENGTH_IN_TAIL)
+    p += BODY_IN_TAIL
     if blen < 0 or p + blen > end:
         return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
     bpos = p
     p += blen
     if magic == MAGIC_V2:
-        if p + 2 > end:
+        if p + TOPIC_LENGTH_V2 > end:
             return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
         tlen = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
         if tlen >= 0x8000:
             tlen -= 0x10000
-        p += 2
+        p += TOPIC_LENGTH_V2
     else:
-        if p + 1 > end:
+        if p + TOPIC_LENGTH_V1 > end:
             return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
         tlen = np.int64(buf[p])
         if tlen >= 0x80:
             tlen -= 0x100
-        p += 1
-    if tlen < 0 or p + tlen + 2 > end:
+        p += TOPIC_LENGTH_V1
+    if tlen < 0 or p + tlen + PROPERTIES_LENGTH > end:
         return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
     tpos = p
     p += tlen
     plen = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
     if plen >= 0x8000:
         plen -= 0x10000
-    p += 2
+    p += PROPERTIES_LENGTH
     if plen < 0 or p + plen != end:
         return DAMAGE, 3, total, magic, flag, ts, 0, 0, 0, 0, 0, 0
     return -1, 0, total, magic, flag, ts, bpos, blen, tpos, tlen, p, plen
@@ -152,7 +170,7 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         if pos >= limit:
             kind = REACHED_LIMIT
             break
-        if limit - pos >= 8:
+        if limit - pos >= BLANK_HEADER:
             ahead = i32(buf, pos)
             if 0 < ahead and pos + 9 * ahead <= limit:
                 # records of one size are common: the header and the tail (topic, properties)
@@ -171,12 +189,12 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
             crc = 0
             if blen > 0:
                 crc = crc32(0, addr + bpos, blen) & 0x7FFFFFFF
-            ok = crc == i32(buf, pos + 8)
+            ok = crc == i32(buf, pos + BODY_CRC_AT)
         offset[n] = base + pos
         size[n] = total
-        queue_id[n] = i32(buf, pos + 12)
-        queue_offset[n] = i64(buf, pos + 20)
-        physical[n] = i64(buf, pos + 28)
+        queue_id[n] = i32(buf, pos + QUEUE_ID_AT)
+        queue_offset[n] = i64(buf, pos + QUEUE_OFFSET_AT)
+        physical[n] = i64(buf, pos + PHYSICAL_OFFSET_AT)
         sys_flag[n] = flag
         store_ts[n] = ts
         crc_ok[n] = ok
@@ -206,11 +224,11 @@ def hop_to(buf, pos, limit, target):
     starts at or after target: where a file can be split into parts.  -1 when an entry that is
     not a record comes first."""
     addr = buf.ctypes.data
-    while limit - pos >= 8:
+    while limit - pos >= BLANK_HEADER:
         total = i32(buf, pos)
         if 0 < total and pos + 16 * total < limit:
             prefetch(addr + pos + 16 * total)   # records of one size are common: their headers ahead
-        magic = u32(buf, pos + 4)
+        magic = u32(buf, pos + MAGIC_AT)
         if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD or total > limit - pos:
             return -1
         if pos >= target:
@@ -405,12 +423,17 @@ def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
 
 # ------------------------------------------------------------------ DLedger entries
 # A DLedger data file (mqtool/formats/dledger.py) holds one record per entry, at the entry's
-# pos + 48.  scan_entries decodes each entry's body as scan_records decodes a region of one record
+# pos + its header's size.  scan_entries decodes each entry's body as scan_records decodes a region of one record
 # (the same decode_at, inline, with no call or array slices per entry), so a run of entries costs
 # what a run of records does.
 
 DLEDGER_HEADER = dledger.HEADER_SIZE
 DLEDGER_MAGIC = dledger.MAGIC_1
+ENTRY_SIZE_AT = dledger.ENTRY_FIELD_AT["size"]
+ENTRY_INDEX_AT = dledger.ENTRY_FIELD_AT["index"]
+ENTRY_TERM_AT = dledger.ENTRY_FIELD_AT["term"]
+ENTRY_POS_AT = dledger.ENTRY_FIELD_AT["pos"]
+ENTRY_BODY_LENGTH_AT = dledger.ENTRY_FIELD_AT["bodyLength"]
 ENTRY_COLUMNS = ("entry_index", "entry_term")   # scan_dledger's columns beyond scan()'s
 
 
@@ -439,14 +462,14 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         if limit - pos < DLEDGER_HEADER or i32(buf, pos) != DLEDGER_MAGIC:
             kind = DAMAGE
             break
-        total = i32(buf, pos + 4)
+        total = i32(buf, pos + ENTRY_SIZE_AT)
         if 0 < total and pos + 9 * total <= limit:
             # as scan_records does: the entry 8 ahead (its header, the record's tail), in the
             # cache by the time the walk gets there
             prefetch(addr + pos + 8 * total)
             prefetch(addr + pos + 9 * total - 1)
-        if (total <= DLEDGER_HEADER or i32(buf, pos + 44) + DLEDGER_HEADER != total
-                or i64(buf, pos + 24) != base + pos or total > limit - pos):
+        if (total <= DLEDGER_HEADER or i32(buf, pos + ENTRY_BODY_LENGTH_AT) + DLEDGER_HEADER != total
+                or i64(buf, pos + ENTRY_POS_AT) != base + pos or total > limit - pos):
             kind = DAMAGE
             break
         end = pos + total
@@ -466,12 +489,12 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
             crc = 0
             if blen > 0:
                 crc = crc32(0, addr + bpos, blen) & 0x7FFFFFFF
-            ok = crc == i32(buf, at + 8)
+            ok = crc == i32(buf, at + BODY_CRC_AT)
         offset[n] = base + at
         size[n] = size_
-        queue_id[n] = i32(buf, at + 12)
-        queue_offset[n] = i64(buf, at + 20)
-        physical[n] = i64(buf, at + 28)
+        queue_id[n] = i32(buf, at + QUEUE_ID_AT)
+        queue_offset[n] = i64(buf, at + QUEUE_OFFSET_AT)
+        physical[n] = i64(buf, at + PHYSICAL_OFFSET_AT)
         sys_flag[n] = flag
         store_ts[n] = ts
         crc_ok[n] = ok
@@ -483,8 +506,8 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         props_pos[n] = ppos
         props_len[n] = plen
         topic_hash[n] = _fnv(buf, tpos, tlen)
-        entry_index[n] = i64(buf, pos + 8)
-        entry_term[n] = i64(buf, pos + 16)
+        entry_index[n] = i64(buf, pos + ENTRY_INDEX_AT)
+        entry_term[n] = i64(buf, pos + ENTRY_TERM_AT)
         if parse:
             keys = parse_records(buf, n, n + 1, sys_flag, topic_pos, topic_len, props_pos, props_len, tags_hash,
                                  delay_level, flags, key_cap, keys, key_record, key_hash)
@@ -517,11 +540,11 @@ def scan_dledger(buf, pos: int, limit: int, base: int, check_crc: bool = True, c
 
 @njit(cache=True, nogil=True)
 def hop_entries(buf, pos, limit, target):
-    """hop_to over DLedger entries (magic 1, size at +4): the first entry that starts at or after
+    """hop_to over DLedger entries (magic 1, then the size): the first entry that starts at or after
     target, -1 when anything else (a blank, zeros, damage) comes first."""
     addr = buf.ctypes.data
     while limit - pos >= DLEDGER_HEADER:
-        total = i32(buf, pos + 4)
+        total = i32(buf, pos + ENTRY_SIZE_AT)
         if 0 < total and pos + 16 * total < limit:
             prefetch(addr + pos + 16 * total)
         if i32(buf, pos) != DLEDGER_MAGIC or total <= DLEDGER_HEADER or total > limit - pos:

@@ -14,7 +14,7 @@ from mqtool.forensics.verify.findings import Finding, Pointers, QueueRun, TaskRe
 from mqtool.forensics.verify.index import check_entries_into
 from mqtool.forensics.verify.queues import check_units_into
 from mqtool.formats import multidispatch, sysflag
-from mqtool.formats.commitlog import Blank, Record, RecordError, decode_entry
+from mqtool.formats.commitlog import BODY_CRC_AT, Blank, Record, RecordError, decode_entry
 from mqtool.formats.crc import body_crc
 from mqtool.native import fastscan
 from mqtool.storage import commitlog, dispatchrequest
@@ -135,7 +135,7 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult, batch_topics=frozense
     result.records += chunk.count
     for i in np.flatnonzero(~c["crc_ok"]).tolist():
         pos = int(c["offset"][i]) - base
-        stored = int.from_bytes(mf.buf[pos + 8:pos + 12], "big", signed=True)
+        stored = int.from_bytes(mf.buf[pos + BODY_CRC_AT:pos + BODY_CRC_AT + 4], "big", signed=True)
         body_at = int(c["body_pos"][i])
         computed = body_crc(mf.buf[body_at:body_at + int(c["body_len"][i])])
         result.findings.append(Finding("commitlog", "crc-mismatch", path, pos, int(c["offset"][i]),

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.formats import index
 from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_prefix
 from mqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.native.fastscan import (
     HAS_DELAY,
     I64,
     PARSED,
+    QUEUE_ID_AT,
+    QUEUE_OFFSET_AT,
     UTF8_IRREGULAR,
     decode_at,
     read_props,
@@ -22,6 +25,15 @@ from mqtool.native.fastscan import (
 )
 from mqtool.native import aot
 from mqtool.native.jit import njit
+
+# an index file's layout (formats/index.py derives it from the schema), as numba's constants
+INDEX_HEADER = index.HEADER_SIZE
+SLOT_SIZE = index.SLOT_SIZE
+ENTRY_SIZE = index.ENTRY_SIZE
+KEY_HASH_AT = index.KEY_HASH_AT
+PHY_OFFSET_AT = index.PHY_OFFSET_AT
+TIME_DIFF_AT = index.TIME_DIFF_AT
+PREV_INDEX_AT = index.PREV_INDEX_AT
 
 UNIT_OK = 0
 UNIT_NOT_A_RECORD = 1      # no valid record starts at the unit's offset
@@ -66,9 +78,9 @@ def check_units(buf, base, limit, offsets, sizes, tags, logical, topic, queue, s
                             break
                 if not same:
                     code = UNIT_WRONG_TOPIC
-                elif i32(buf, pos + 12) != queue:
+                elif i32(buf, pos + QUEUE_ID_AT) != queue:
                     code = UNIT_WRONG_QUEUE
-                elif i64(buf, pos + 20) != logical[i]:
+                elif i64(buf, pos + QUEUE_OFFSET_AT) != logical[i]:
                     code = UNIT_WRONG_QUEUE_OFFSET
                 else:
                     state[0] = 0
@@ -160,12 +172,11 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
     at a head of another slot, and the entries whose hash, time difference or previous-entry
     link cannot be right.  Writes up to len(bad_*) of them; returns (used slots, bad entries,
     bad slots, lowest and highest commitlog offset, whether the offsets go up)."""
-    header = 40
-    first = header + slots * 4
+    first = INDEX_HEADER + slots * SLOT_SIZE
     used = 0
     n_slots = 0
     for slot in range(slots):
-        head = i32(buf, header + slot * 4)
+        head = i32(buf, INDEX_HEADER + slot * SLOT_SIZE)
         if head == 0:
             continue
         kind = 0
@@ -173,7 +184,7 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
             kind = SLOT_OUT_OF_RANGE
         else:
             used += 1
-            h = i32(buf, first + head * 20)
+            h = i32(buf, first + head * ENTRY_SIZE + KEY_HASH_AT)
             if h < 0 or h % slots != slot:
                 kind = SLOT_WRONG_HEAD
         if kind:
@@ -184,14 +195,14 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
     n_entries = 0
     low, high, ordered, last = np.int64(-1), np.int64(-1), True, np.int64(-1)
     for i in range(1, count):
-        at = first + i * 20
-        h = i32(buf, at)
-        phy = i64(buf, at + 4)
-        diff = i32(buf, at + 12)
-        prev = i32(buf, at + 16)
+        at = first + i * ENTRY_SIZE
+        h = i32(buf, at + KEY_HASH_AT)
+        phy = i64(buf, at + PHY_OFFSET_AT)
+        diff = i32(buf, at + TIME_DIFF_AT)
+        prev = i32(buf, at + PREV_INDEX_AT)
         bad = h < 0 or diff < 0 or prev < 0 or prev >= i
         if not bad and prev > 0:
-            ph = i32(buf, first + prev * 20)
+            ph = i32(buf, first + prev * ENTRY_SIZE + KEY_HASH_AT)
             bad = ph < 0 or ph % slots != h % slots
         if bad:
             if n_entries < len(bad_entries):
