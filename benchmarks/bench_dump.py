@@ -10,6 +10,16 @@ os.wait4 on that child alone, so one run never sees another's peak).
 
 The target is "peak memory well under 300 MB, flat as the store grows": the
 report ends with the big/small peak RSS ratio per variant and PASS or FAIL.
+
+Then the speed (issue 31's target: `dump --json --no-body` of the 256 MiB store at
+400,000 records/s or more, whole process): on the smallest store, `--runs`
+runs of the whole dump interleaved with as many of the same command with
+`--limit 1` (start-up: the interpreter, the imports, loading the kernels and
+the first chunk), medians of each (the machine is shared: a change of load hits
+both alike).  Printed: records/s of the whole process and its ratio to the
+target, and records/s of the walk and the rendering alone (the records over
+the difference of the medians).  `--baseline COMMAND` runs another build the
+same way, interleaved too, and prints each figure's ratio to it.
 Nothing is asserted; the exit status is non-zero only when a dump itself fails.
 MB here is 10^6 bytes.
 """
@@ -31,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import storegen  # noqa: E402
 
 DEFAULT_SIZES = "256M,1280M"
+TARGET_RECORDS_S = 400_000   # dump --json --no-body of the 256 MiB store, the whole process (issue 31)
 RSS_LIMIT_MB = 300      # peak RSS must stay below this ...
 FLAT_RATIO = 1.15       # ... and grow by at most this factor from the smallest to the largest store
 VARIANTS = {"json": [], "no-body": ["--no-body"]}
@@ -86,6 +97,11 @@ def main(argv=None) -> int:
     parser.add_argument("--mqtool", metavar="COMMAND",
                         help="how to run mqtool, e.g. 'python -m mqtool' with another PYTHONPATH to "
                              "compare versions (default: this interpreter's mqtool)")
+    parser.add_argument("--runs", type=int, default=7,
+                        help="interleaved runs for the records/s medians (default 7; 0: leave them out)")
+    parser.add_argument("--baseline", metavar="COMMAND",
+                        help="another mqtool to run the same way, interleaved, for ratios (e.g. "
+                             "'env PYTHONPATH=/path/to/old python -m mqtool')")
     args = parser.parse_args(argv)
     sizes = sorted(storegen.parse_size(s) for s in args.sizes.split(","))
     variants = [v.strip() for v in args.variants.split(",")]
@@ -139,7 +155,56 @@ def main(argv=None) -> int:
     overall = "PASS" if verdicts and all(verdicts) and not failed else "FAIL"
     print(f"target: peak RSS < {RSS_LIMIT_MB} MB and ratio <= {FLAT_RATIO} (memory flat as the "
           f"store grows): {overall}")
+    if args.runs > 0:
+        store, manifest = stores[sizes[0]]
+        builds = {"this": mqtool, **({"baseline": shlex.split(args.baseline)} if args.baseline else {})}
+        failed = speed(store, manifest, builds, args.runs) or failed
     return 1 if failed else 0
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def speed(store: Path, manifest: dict, builds: dict, runs: int) -> bool:
+    """records/s of dump --json --no-body, whole process and without start-up, medians of
+    interleaved runs; True when a dump failed."""
+    records = manifest["records"]
+    warm(store, manifest["data_end"])
+    cmd = ["dump", str(store), "commitlog", "--json", "--no-body"]
+    kinds = {"whole": cmd, "start-up": cmd + ["--limit", "1"]}
+    walls: dict = {(b, k): [] for b in builds for k in kinds}
+    cpu: dict = {b: [] for b in builds}
+    load = os.getloadavg()[0]
+    for _ in range(runs):
+        for build, mqtool in builds.items():
+            for kind, args in kinds.items():
+                r = run_once(mqtool + args)
+                if r["code"] != 0:
+                    print(f"{build}: dump exited {r['code']}: {r['stderr'].strip()[-500:]}")
+                    return True
+                walls[build, kind].append(r["wall"])
+                if kind == "whole":
+                    cpu[build].append(r["user"] + r["sys"])
+    print()
+    print(f"dump --json --no-body, {storegen.format_size(manifest['size'])} store ({records:,} records), "
+          f"medians of {runs} interleaved runs; load average {load:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores")
+    figures = {}
+    for build in builds:
+        whole, start = median(walls[build, "whole"]), median(walls[build, "start-up"])
+        walk = whole - start
+        figures[build] = (records / whole, records / walk if walk > 0 else float("inf"))
+        print(f"  {build:<8} whole {whole:.3f} s (CPU {median(cpu[build]):.2f} s): {figures[build][0]:>9,.0f} "
+              f"records/s, {figures[build][0] / TARGET_RECORDS_S:.2f} of the target "
+              f"({TARGET_RECORDS_S:,}: {'PASS' if figures[build][0] >= TARGET_RECORDS_S else 'FAIL'}); "
+              f"start-up {start:.3f} s; walk and render {walk:.3f} s: {figures[build][1]:>9,.0f} records/s")
+    if "baseline" in figures:
+        this, base = figures["this"], figures["baseline"]
+        print(f"  this / baseline: whole process {this[0] / base[0]:.2f}, walk and render {this[1] / base[1]:.2f}")
+    return False
 
 
 if __name__ == "__main__":
