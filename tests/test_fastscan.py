@@ -7,6 +7,8 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mqtool.forensics.verify import kernels
 from mqtool.formats import consumequeue
@@ -346,3 +348,35 @@ def test_kernel_cache_goes_where_this_user_can_write(tmp_path):
     assert chosen is not None and chosen.startswith(str(xdg))
     assert os.stat(chosen).st_mode & 0o777 == 0o700
     assert cache_dir_for(str(package), {"NUMBA_CACHE_DIR": "/elsewhere"}, writable=only_xdg) is None
+
+
+
+def _compiled_java_hash():
+    """primitives.java_hash in a kernel of its own (compiled once, at first use)."""
+    import numba
+
+    from mqtool.formats import primitives
+
+    @numba.njit
+    def hash_of(buf, lo, hi):
+        state = np.zeros(1, dtype=np.int64)
+        return primitives.signed32(primitives.java_hash(buf, lo, hi, 0, state)), state[0]
+
+    return hash_of
+
+
+_HASH_OF = []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.one_of(st.characters(max_codepoint=0x7F), st.characters(blacklist_categories=("Cs",))),
+               max_size=40),
+       st.binary(max_size=9), st.binary(max_size=9))
+def test_the_compiled_java_hash_is_string_hash_code_for_any_text(text, before, after):
+    """primitives.java_hash (ASCII 8 bytes at a time, the rest a character at a time) gives Java's
+    String.hashCode of the UTF-8 text wherever it lies in the buffer, and flags nothing valid."""
+    if not _HASH_OF:
+        _HASH_OF.append(_compiled_java_hash())
+    data = text.encode("utf-8")
+    buf = np.frombuffer(before + data + after, dtype=np.uint8)
+    assert _HASH_OF[0](buf, len(before), len(before) + len(data)) == (java_hash(text), 0)
