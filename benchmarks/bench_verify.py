@@ -1,6 +1,6 @@
 """Benchmark `mqtool verify-crc` (all checks) against a bare zlib.crc32 loop over the same files.
 
-    python benchmarks/bench_verify.py [--size 1G] [--jobs 1,2]
+    python benchmarks/bench_verify.py [--size 1G] [--jobs 1,2] [--runs 5] [--baseline COMMAND]
 
 The store is written by mqtool's own engine (commitlog, consume queues and
 index, 1 KiB messages with one key each) and cached under benchmarks/.work.
@@ -11,7 +11,11 @@ on (commitlog structure and CRCs, consume queue units and index entries
 against their records) at least as fast as that loop.  verify-crc's speed is
 its own measured checking time (its JSON summary's `seconds`), comparable to
 the loop's; the loading of its compiled kernels (`loadSeconds`) and the whole
-command's time, Python start-up included, are printed beside it.
+command's time, Python start-up included, are printed beside it.  The machine is shared:
+`--runs` rounds of the loop and each verify-crc, interleaved (a change of load hits them
+alike), and the ratio of the medians is the figure (each round's ratio's range beside it).
+`--baseline COMMAND` (another build's mqtool, e.g. 'env PYTHONPATH=/old python -m mqtool')
+runs in the same rounds.
 """
 
 from __future__ import annotations
@@ -81,12 +85,12 @@ def bare_crc_loop(files: list[Path], limit: int) -> float:
     return (limit - left) / (time.perf_counter() - start) / MB
 
 
-def verify(root: Path, jobs: int) -> tuple[float, dict]:
+def verify(root: Path, jobs: int, mqtool: list[str] | None = None) -> tuple[float, dict]:
     import json
 
-    mqtool = str(Path(sys.executable).with_name("mqtool"))
+    mqtool = mqtool or [str(Path(sys.executable).with_name("mqtool"))]
     start = time.perf_counter()
-    proc = subprocess.run([mqtool, "verify-crc", str(root), "--json", "--jobs", str(jobs)],
+    proc = subprocess.run([*mqtool, "verify-crc", str(root), "--json", "--jobs", str(jobs)],
                           capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     lines = [json.loads(l) for l in proc.stdout.splitlines() if l.strip()]
@@ -95,10 +99,20 @@ def verify(root: Path, jobs: int) -> tuple[float, dict]:
     return elapsed, lines[-1]
 
 
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
 def main() -> int:
+    import shlex
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="1G")
     parser.add_argument("--jobs", default="1,2")
+    parser.add_argument("--runs", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--baseline", metavar="COMMAND", help="another build's mqtool, run in the same rounds")
     args, _ = parser.parse_known_args()
     size = parse_size(args.size)
     root = HERE / ".work" / f"verify-store-{args.size}"
@@ -112,19 +126,37 @@ def main() -> int:
         print(f"  written in {time.perf_counter() - started:.1f} s")
     data = data_bytes(root)
     files = commitlog_files(root)
+    builds = {"this": None, **({"baseline": shlex.split(args.baseline)} if args.baseline else {})}
+    jobs_list = [int(j) for j in args.jobs.split(",")]
     bare_crc_loop(files, data)                       # warm the page cache
-    bare = max(bare_crc_loop(files, data) for _ in range(2))
-    print(f"commitlog data: {data / MB:,.0f} MB in {len(files)} file(s); cores: {os.cpu_count()}")
-    print(f"  bare zlib.crc32 loop, 64 KiB reads  {bare:>9,.0f} MB/s")
-    verify(root, 1)                                  # compile caches and page cache warm
-    for jobs in [int(j) for j in args.jobs.split(",")]:
-        elapsed, summary = verify(root, jobs)
-        speed = data / summary["seconds"] / MB          # the checking itself, as the bare loop
-        verdict = "PASS" if speed >= bare else "FAIL"
-        print(f"  verify-crc --jobs {jobs:<2} (all checks)    {speed:>9,.0f} MB/s  ratio {speed / bare:.2f}  "
-              f"{verdict}   ({summary['records']:,} records, {summary['units']:,} units, "
-              f"{summary['entries']:,} entries in {summary['seconds']:.2f} s, after {summary['loadSeconds']:.2f} s "
-              f"loading the kernels; the whole command {elapsed:.2f} s with interpreter start-up)")
+    for mqtool in builds.values():
+        verify(root, 1, mqtool)                      # and the kernels' first load
+    load = os.getloadavg()[0]
+    loops, runs = [], {(b, j): [] for b in builds for j in jobs_list}
+    for _ in range(args.runs):
+        loops.append(data / MB / bare_crc_loop(files, data))      # seconds of the loop
+        for build, mqtool in builds.items():
+            for jobs in jobs_list:
+                runs[build, jobs].append(verify(root, jobs, mqtool))
+    bare = median(loops)
+    print(f"commitlog data: {data / MB:,.0f} MB in {len(files)} file(s); cores: {os.cpu_count()}; "
+          f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after; medians of {args.runs} interleaved rounds")
+    print(f"  bare zlib.crc32 loop, 64 KiB reads  {data / MB / bare:>9,.0f} MB/s  ({bare:.3f} s)")
+    medians = {}
+    for (build, jobs), got in runs.items():
+        seconds = [summary["seconds"] for _, summary in got]
+        own = medians[build, jobs] = median(seconds)
+        ratios = [loop / s for loop, s in zip(loops, seconds)]
+        summary = got[0][1]
+        verdict = "PASS" if bare / own >= 1 else "FAIL"
+        print(f"  {build:<8} verify-crc --jobs {jobs:<2} (all checks) {data / MB / own:>9,.0f} MB/s  ratio {bare / own:.2f} "
+              f"{verdict}  (rounds {min(ratios):.2f}-{max(ratios):.2f}; {summary['records']:,} records, "
+              f"{summary['units']:,} units, {summary['entries']:,} entries in {own:.3f} s, after "
+              f"{summary['loadSeconds']:.2f} s loading the kernels; the whole command "
+              f"{median([wall for wall, _ in got]):.2f} s with interpreter start-up)")
+    if "baseline" in builds:
+        for jobs in jobs_list:
+            print(f"  this / baseline, --jobs {jobs}: {medians['baseline', jobs] / medians['this', jobs]:.2f}x as fast")
     return 0
 
 

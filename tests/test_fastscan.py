@@ -373,7 +373,7 @@ _HASH_OF = []
                max_size=40),
        st.binary(max_size=9), st.binary(max_size=9))
 def test_the_compiled_java_hash_is_string_hash_code_for_any_text(text, before, after):
-    """primitives.java_hash (ASCII 8 bytes at a time, the rest a character at a time) gives Java's
+    """primitives.java_hash (the tags codes and index keys of every compiled path) gives Java's
     String.hashCode of the UTF-8 text wherever it lies in the buffer, and flags nothing valid."""
     if not _HASH_OF:
         _HASH_OF.append(_compiled_java_hash())
