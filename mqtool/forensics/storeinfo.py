@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from mqtool.errors import MqError
 from mqtool.formats import markers
-from mqtool.formats.commitlog import Record
+from mqtool.formats.commitlog import BLANK_HEADER_SIZE, Blank, Record, RecordError, decode_entry
 from mqtool.formats.filenames import is_index_name, is_offset_name
 from mqtool.formats.written import written_end
 from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore, timerview
@@ -46,7 +46,7 @@ def commitlog_extent(layout, queue=None) -> dict:
         last_stored: list = []
         cut, data_end, stop, _ = recovery.walk_for_recovery(queue, start, layout.config.checkCRCOnRecover,
                                                             last_stored=last_stored, compiled=walked >= COMPILED_FROM)
-        beyond = stop is not None or data_end > cut or any(
+        beyond = stop is not None or (data_end > cut and not _blank_at(queue, cut, data_end)) or any(
             written_end(mf.buf, 0, min(mf.file_size, mf.data_end)) > 0
             for mf in files if mf.file_from_offset > cut)
         return {"minOffset": files[0].file_from_offset, "maxOffset": cut, "files": len(files),
@@ -56,6 +56,19 @@ def commitlog_extent(layout, queue=None) -> dict:
     finally:
         if own:
             queue.close()
+
+
+def _blank_at(queue, cut: int, data_end: int) -> bool:
+    """Whether the written bytes from cut to data_end are a BLANK record's header (a last file
+    that ends in one: the broker's recovery ends the data before it, and the next record goes
+    into a new file)."""
+    mf = queue.find_by_offset(cut)
+    if mf is None or data_end - cut > BLANK_HEADER_SIZE:
+        return False
+    try:
+        return isinstance(decode_entry(mf.buf, cut - mf.file_from_offset, mf.file_size, mf.file_from_offset), Blank)
+    except RecordError:
+        return False
 
 
 def _first_store_time(mf, is_last: bool) -> int | None:
