@@ -75,8 +75,17 @@ def test_dump_commitlog_reproduces_every_broker_field(name, extracted, run_cli):
 def test_dump_blanks_match_broker(name, extracted, run_cli):
     _, lines = dump_lines(run_cli, extracted(name), "commitlog", "--no-body")
     ours = [(l["offset"], l["size"]) for l in lines if l["type"] == "blank"]
-    theirs = [(l["offset"], l["declaredSize"]) for l in expected_read(name) if l["type"] == "commitlog_blank"]
+    theirs = [(l["offset"], _declared(l)) for l in expected_read(name) if l["type"] == "commitlog_blank"]
     assert ours == theirs
+
+
+def _declared(blank: dict) -> int:
+    """The size a broker's blank declares.  The harness reading a store switched to DLedger (mixed5)
+    decodes the old commitlog's BLANKs in DLedger's field order (magic first): its magicCode is
+    then the totalSize and its declaredSize the BLANK magic."""
+    if blank.get("dledgerBlank") is False and blank["declaredSize"] == -875286124:     # 0xCBD43194
+        return int(blank["magicCode"], 16)
+    return blank["declaredSize"]
 
 
 @pytest.mark.parametrize("name", UNDAMAGED + DAMAGED + DLEDGER)

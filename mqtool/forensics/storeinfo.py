@@ -77,7 +77,7 @@ def _kind_summary(files, expected_size=None) -> dict:
 def timer_summary(layout) -> dict | None:
     """The 5.x timer store at a glance: its files and the pending timer messages per real topic
     (None without one)."""
-    if not timerstore.exists(layout) or layout.mixed_dledger:
+    if not timerstore.exists(layout):
         return None
     queue = commitlog.open_queue(layout)
     try:
@@ -114,11 +114,7 @@ def gather(layout) -> dict:
     cl_files = layout.commitlog_files()
     info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size())
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
-    if layout.mixed_dledger:
-        info["commitlog"].update({"minOffset": 0, "maxOffset": 0, "files": len(cl_files),
-                                  "notRead": layout.mixed_dledger})
-    else:
-        info["commitlog"].update(commitlog_extent(layout))
+    info["commitlog"].update(commitlog_extent(layout))
     if layout.is_dledger():
         with commitlog.open_queue(layout) as queue:
             info["dledger"] = dledger.read_ledger(layout, queue).to_json()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-from mqtool.errors import NotAStoreError
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import dledger as dledger_format
 from mqtool.formats import sysflag
@@ -247,12 +246,7 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                       "the file is full but does not end with a BLANK record")
 
 
-def is_dledger_file(mf: MappedFile) -> bool:
-    """Is mf a DLedger data file, its records in entries at pos + 48 (asked once per MappedFile)?"""
-    known = getattr(mf, "dledger", None)
-    if known is None:
-        known = mf.dledger = dledger.is_data_file(mf.path)
-    return known
+is_dledger_file = dledger.holds_entries     # the kind of a commitlog file: plain records, or entries
 
 
 def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_crc: bool, is_last: bool,
@@ -375,9 +369,8 @@ def _display(path, path_display) -> str:
 
 def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
     """The store's commitlog files as a read-only queue (forensic: strict=False).  In DLedger
-    mode these are DLedger's data files (walk_file reads the records in their entries)."""
-    if layout.mixed_dledger:
-        raise NotAStoreError(layout.mixed_dledger, path=layout.root)
+    mode these are DLedger's data files (walk_file reads the records in their entries), after the
+    old commitlog's files in a store switched to DLedger mode (see division)."""
     paths = [f.path for f in layout.commitlog_files()]
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
 

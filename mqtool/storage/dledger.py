@@ -57,6 +57,52 @@ def is_data_file(path) -> bool:
     return len(head) == 8 and fmt.decode_magic_size(head, 0)[0] == fmt.MAGIC_1
 
 
+# ------------------------------------------------------------------ a broker switched to DLedger
+# DLedgerCommitLog (5.3.3) keeps the old commitlog's files and starts DLedger's data at
+# dividedCommitlogOffset, the end of the old last file: getData / getMessage read an offset below
+# it from the old commitlog, at or above it from DLedger's entries.  The files of both are one
+# commitlog queue here (layout: the old folders first); which part an offset is in is the kind of
+# the file holding it (holds_entries), and the division is where the first DLedger file starts.
+# Every reader walks that one queue (storage/commitlog.walk picks each file's walk by its kind).
+
+OLD, DLEDGER = "commitlog", "dledger"
+
+
+def holds_entries(mf) -> bool:
+    """Is mf (a commitlog queue's MappedFile) a DLedger data file, its records in entries at
+    pos + 48, rather than a plain commitlog file (asked once per MappedFile)?"""
+    known = getattr(mf, "dledger", None)
+    if known is None:
+        known = mf.dledger = is_data_file(mf.path)
+    return known
+
+
+def division(queue) -> int | None:
+    """dividedCommitlogOffset: where the first DLedger data file starts when plain commitlog files
+    come before it (a broker switched to DLedger mode), else None (a store of one kind)."""
+    first = next((i for i, mf in enumerate(queue.files) if holds_entries(mf)), None)
+    return queue.files[first].file_from_offset if first else None
+
+
+def part_of(queue, offset: int) -> str | None:
+    """Which part of the commitlog holds offset: OLD (plain records) or DLEDGER (entries), None
+    when no file does."""
+    mf = queue.find_by_offset(offset)
+    return None if mf is None else DLEDGER if holds_entries(mf) else OLD
+
+
+def parts(queue):
+    """(the old commitlog's files, DLedger's data files) of a commitlog queue, each a queue of its
+    own (MappedFileQueue.part: the same files).  A store of one kind: the other part is empty."""
+    return (queue.part([mf for mf in queue.files if not holds_entries(mf)]),
+            queue.part([mf for mf in queue.files if holds_entries(mf)]))
+
+
+def data_part(queue):
+    """DLedger's data files of a commitlog queue (the queue itself when it holds nothing else)."""
+    return queue if all(holds_entries(mf) for mf in queue.files) else parts(queue)[1]
+
+
 @dataclass
 class Entry:
     """One DLedger entry: where it is and its header.  The record (its body) is at offset + 48."""
@@ -455,6 +501,7 @@ def read_ledger(layout, queue) -> Ledger:
     entry, the last file with entries walked, and the committed entry's index unit (a glance,
     not a verify: `verify-crc` checks every entry)."""
     ledger = Ledger(read_state(layout.dledger_dir))
+    queue = data_part(queue)
     files = queue.files
     if not files:
         return ledger
@@ -489,6 +536,7 @@ def entry_end(layout, queue, index: int) -> int:
     Its index unit says where it is when the entry there agrees (the unit of an entry written just
     before a crash may be missing or stale: DLedger's recovery rewrites it from the data, so the
     data is walked then)."""
+    queue = data_part(queue)
     with IndexUnits(layout.dledger_index_files()) as units:
         unit = units.unit(index)
     if unit is not None and unit.magic == fmt.MAGIC_1:
