@@ -103,6 +103,12 @@ def data_part(queue):
     return queue if all(holds_entries(mf) for mf in queue.files) else parts(queue)[1]
 
 
+def recovered_part(queue):
+    """The files DLedgerCommitLog.recover walks: DLedger's data files once there are any; else the
+    whole queue (the old commitlog, recovered as a plain one: isInrecoveringOldCommitlog)."""
+    return data_part(queue) if any(holds_entries(mf) for mf in queue.files) else queue
+
+
 @dataclass
 class Entry:
     """One DLedger entry: where it is and its header.  The record (its body) is at offset + 48."""
