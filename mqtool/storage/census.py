@@ -73,6 +73,14 @@ FEATURES = {f.name: f for f in (
         "clean": "clean deletes whole commitlog files; DLedger's own cleaner also moves the ledger's begin "
                  "index and its index files, which clean does not",
         "salvage": "salvage writes a plain commitlog; a DLedger group's other replicas could not follow it"}),
+    # a broker switched to DLedger mode: the old commitlog/ below dividedCommitlogOffset, DLedger's
+    # entries above (storage/dledger.py's division).  Read, recovered and rebuilt as one commitlog;
+    # clean expires the old files as DLedgerCommitLog.deleteExpiredFile does and keeps DLedger's
+    Feature("dledger-switched", "enableDLegerCommitLog on a store with an old commitlog/ (dividedCommitlogOffset)",
+            frozenset({"recover", "rebuild-cq", "clean"}), why={
+        "append": "append writes commitlog records, not DLedger entries (header, index unit, term, committed "
+                  "index), and the old commitlog below the division takes no more records",
+        "salvage": "salvage writes a plain commitlog; a DLedger group's other replicas could not follow it"}),
     Feature("compaction", "cleanup.policy=COMPACTION", frozenset(), READ_ONLY),
     Feature("controller", "enableControllerMode", _ALL),
     Feature("transaction-table", "transaction/ (an old broker's state table)", frozenset(), READ_ONLY),
@@ -331,6 +339,9 @@ def take(layout) -> Census:
     root = layout.root
     census = Census(root)
     census.configured = _settings_features(layout.config)
+    switched = layout.is_mixed()
+    if switched and "dledger" in census.configured:
+        census.configured = (census.configured - {"dledger"}) | {"dledger-switched"}
     commitlog_dirs = {Path(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs}
     dledger = set(dledger_dirs(root, layout.config))
     try:
@@ -340,9 +351,13 @@ def take(layout) -> Census:
     for name, is_file, is_dir, st in sorted(listing):
         path = root / name
         if path in commitlog_dirs:
-            feature, what = "store", "commitlog files"
+            feature, what = "store", ("the old commitlog's files, below dividedCommitlogOffset (a broker switched "
+                                      "to DLedger mode)" if switched else "commitlog files")
         elif name in _TOP:
             feature, what = _TOP[name]
+        elif path in dledger and switched:
+            feature, what = "dledger-switched", ("DLedger entries holding the commitlog's records above "
+                                                 "dividedCommitlogOffset, their index and state")
         elif path in dledger:
             feature, what = "dledger", "DLedger entries holding the commitlog's records, their index and state"
         elif is_dir and (pid := staging_pid(name)) is not None:
