@@ -88,6 +88,8 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
         if runner is not None:
             runner.close()
     problems = summary.problems + len(found.unknown())
+    if summary.division and not as_json:
+        output.note(storeinfo.division_text(summary.division))
     if summary.uncommitted and not as_json:     # in JSON: the summary's dledgerUncommittedEntries
         output.note(f"{summary.uncommitted} DLedger entries past the committed index: uncommitted (a quorum has "
                     "not confirmed them yet), not damage; a broker dispatches them only after a crash")

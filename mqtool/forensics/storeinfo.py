@@ -118,6 +118,8 @@ def gather(layout) -> dict:
     if layout.is_dledger():
         with commitlog.open_queue(layout) as queue:
             info["dledger"] = dledger.read_ledger(layout, queue).to_json()
+            info["division"] = commitlog.describe_division(queue)
+            info["movedByHand"] = [str(p) for p in dledger.moved_files(queue)]
 
     queues = []
     cq_files = []
@@ -199,6 +201,18 @@ def gather(layout) -> dict:
     return info
 
 
+def division_text(division: dict) -> str:
+    """One line on a store switched to DLedger mode (commitlog.describe_division)."""
+    blank = division["blank"]
+    old_end = (f"its records end at {division['oldDataEnd']} with the BLANK the switch wrote ({blank['size']} bytes"
+               + ("" if blank["reachesFileEnd"] else ", NOT reaching the file's end") + ")" if blank else
+               f"its data ends at {division['oldDataEnd']} WITHOUT the BLANK the switch writes")
+    where = "the old last file's end" if division["atOldEnd"] else "NOT the old last file's end"
+    return (f"old commitlog below dividedCommitlogOffset {division['dividedCommitlogOffset']} ({where}): "
+            f"{division['oldFiles']} file(s) from {division['oldMinOffset']}, {old_end}; DLedger entries above, "
+            f"{division['dledgerFiles']} data file(s) ({division['setting']})")
+
+
 def unchecked(found) -> list[str]:
     """What mqtool reads of this store only in part, one line per feature, naming its files."""
     out = []
@@ -225,6 +239,8 @@ def problems_shown(info: dict) -> list[str]:
             problems.append(f"index/{header['name']}: {header['error']}")
         for what in header.get("headerProblems", []):
             problems.append(f"index/{header['name']} {what}")
+    for path in info.get("movedByHand") or []:
+        problems.append(f"{path}: {dledger.MOVED_BY_HAND}")
     if "error" in info["checkpoint"] and not info["newStore"]:   # a new store has no checkpoint yet
         problems.append(info["checkpoint"]["error"])   # it names the file
     for config in info["configFiles"].values():

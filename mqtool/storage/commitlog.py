@@ -375,6 +375,33 @@ def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
 
 
+def describe_division(queue: MappedFileQueue) -> dict | None:
+    """Where a store switched to DLedger mode is divided (storage/dledger.py), None for a store of
+    one kind: dividedCommitlogOffset, the old commitlog's files and where its records end (the
+    BLANK DLedgerCommitLog.recover wrote there when DLedger started, or None when the old last file
+    does not end with one), and DLedger's files.  The broker divides at the old last file's end:
+    atOldEnd says whether the first DLedger file starts there."""
+    divided = dledger.division(queue)
+    if divided is None:
+        return None
+    old, entries = dledger.parts(queue)
+    last = old.files[-1]
+    blank = data_end = None
+    for item in walk_file(last, check_crc=False, is_last=False):
+        if isinstance(item, Blank):
+            blank, data_end = item, item.offset
+        elif isinstance(item, EndOfData):
+            data_end = item.offset
+        elif isinstance(item, Record):
+            data_end = item.offset + item.total_size
+    return {"dividedCommitlogOffset": divided, "atOldEnd": divided == last.file_end_offset,
+            "oldFiles": len(old.files), "oldMinOffset": old.files[0].file_from_offset, "oldDataEnd": data_end,
+            "blank": None if blank is None else {"offset": blank.offset, "size": blank.total_size,
+                                                  "reachesFileEnd": blank.offset + blank.total_size == last.file_end_offset},
+            "dledgerFiles": len(entries.files),
+            "setting": "enableDLegerCommitLog=true on a store that held a commitlog (DLedgerCommitLog.recover)"}
+
+
 def record_at(queue, offset: int) -> Record | str:
     """The commitlog record starting at offset, or why there is none (one line)."""
     mf = queue.find_by_offset(offset)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mqtool.errors import NotAStoreError
 from mqtool.formats import dledger as fmt
+from mqtool.formats import commitlog as commitlog_format
 from mqtool.formats.commitlog import Blank
 from mqtool.formats.written import written_end
 from mqtool.storage import fsutil
@@ -30,6 +31,7 @@ from mqtool.storage.walkitems import EndOfData, Problem
 from mqtool.storage.walkitems import first_nonzero as _first_nonzero
 
 DATA_DIR, INDEX_DIR = "data", "index"
+_PLAIN_MAGICS = {m & 0xFFFFFFFF for m in (*commitlog_format.MESSAGE_MAGICS, commitlog_format.BLANK_MAGIC)}
 CHECKPOINT, CURRTERM = "checkpoint", "currterm"
 
 
@@ -46,15 +48,45 @@ def is_dledger_dir(path: Path, names: set[str] | None = None) -> bool:
 
 def is_data_file(path) -> bool:
     """Is this file a DLedger data file: in the data/ folder of a DLedger folder, or (a data folder
-    moved by storePathDLedgerCommitLog) one that starts with an entry's magic?"""
-    parent = Path(path).parent
-    if parent.name == DATA_DIR and is_dledger_dir(parent.parent):
-        return True
+    moved by storePathDLedgerCommitLog) one that starts with an entry's magic?  Not one that
+    starts with a plain commitlog record (moved_by_hand)."""
     try:
         head = fsutil.read_small(path, 8)
     except OSError:
-        return False
+        head = b""
+    parent = Path(path).parent
+    if parent.name == DATA_DIR and is_dledger_dir(parent.parent):
+        return not _plain_head(head)
     return len(head) == 8 and fmt.decode_magic_size(head, 0)[0] == fmt.MAGIC_1
+
+
+def _plain_head(head: bytes) -> bool:
+    """Do these first 8 bytes begin a plain commitlog record or BLANK (its magic at 4..7, where an
+    entry has its size: the test DLedgerCommitLog.checkMessageAndReturnSize makes)?"""
+    return len(head) == 8 and int.from_bytes(head[4:8], "big") in _PLAIN_MAGICS
+
+
+def moved_by_hand(path) -> bool:
+    """A file in DLedger's data folder that starts with a plain commitlog record: old commitlog
+    files moved there by hand.  It is read as a commitlog file (as DLedgerCommitLog reads such
+    records), and named: DLedger's own recovery would take it for damage and cut it."""
+    parent = Path(path).parent
+    if parent.name != DATA_DIR or not is_dledger_dir(parent.parent):
+        return False
+    try:
+        return _plain_head(bytes(fsutil.read_small(path, 8)))
+    except OSError:
+        return False
+
+
+MOVED_BY_HAND = ("a plain commitlog file in DLedger's data folder (moved there by hand): read as the old "
+                 "commitlog below dividedCommitlogOffset; DLedger's own recovery would cut it as damage, so "
+                 "move it back to commitlog/")
+
+
+def moved_files(queue) -> list:
+    """The files of a commitlog queue that moved_by_hand names."""
+    return [mf.path for mf in queue.files if not holds_entries(mf) and moved_by_hand(mf.path)]
 
 
 # ------------------------------------------------------------------ a broker switched to DLedger
