@@ -474,9 +474,6 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     # a store switched to DLedger: DLedgerCommitLog.recover walks DLedger's files only, once it has
     # any (the old commitlog was recovered, and ended with a BLANK, when DLedger started)
     files = dledger.recovered_part(queue).files
-    moved = dledger.moved_files(queue)
-    if moved:
-        raise RefusedError(dledger.MOVED_BY_HAND + "; recover changes nothing until then", path=moved[0])
     mode = "abnormal" if abnormal else "normal"
     if abnormal:
         safe = store.checkpoint.min_timestamp(
