@@ -171,11 +171,11 @@ def test_broker_conf_bad_value_is_a_usage_error_naming_the_line(store_copy, tmp_
 
 
 @pytest.mark.parametrize("folder", ["dledger-n0", "RaftNode00-n0"])
-def test_a_dledger_folder_beside_a_commitlog_is_a_mixed_store_not_read(folder, store_copy, run_cli):
+def test_an_empty_dledger_folder_beside_a_commitlog_is_a_switch_not_yet_started(folder, store_copy, run_cli):
     """DLedger's layouts: the old dledger-<id>/ and the default <group>-<selfId>/ with data/,
-    index/ and currterm.  Beside a commitlog/ that holds files (a broker switched to DLedger reads
-    both, split at dividedCommitlogOffset) info shows it; readers and writers of the commitlog
-    refuse it as a store they do not read (4)."""
+    index/ and currterm.  Beside a commitlog/ that holds files it is a broker switched to DLedger
+    (tests/test_mixed.py); with no DLedger data yet, DLedgerCommitLog.recover recovers the old
+    commitlog as a plain one (isInrecoveringOldCommitlog), and so do mqtool's readers and recover."""
     store = store_copy("basic")
     (store / folder / "data").mkdir(parents=True)
     (store / folder / "index").mkdir()
@@ -184,19 +184,24 @@ def test_a_dledger_folder_beside_a_commitlog_is_a_mixed_store_not_read(folder, s
     assert info.code == 0, info.err
     shown = info.json_lines()[0]
     census = {e["path"]: e for e in shown["census"]}
-    assert census[folder + "/"]["feature"] == "dledger"
-    assert "mixed" in shown["commitlog"]["notRead"]
-    dump = run_cli("dump", store, "commitlog")
-    assert dump.code == 4 and "DLedger" in dump.err and dump.err.count("\n") == 1
+    assert census[folder + "/"]["feature"] == "dledger-switched"
+    assert shown["division"] is None
+    plain = run_cli("dump", store, "commitlog", "--json", "--no-body")
+    assert plain.code == 0, plain.err
+    assert plain.json_lines()[-1]["records"] > 0 and plain.json_lines()[-1]["problems"] == 0
     recover = run_cli("recover", store)
-    assert recover.code == 4 and "mixed" in recover.err
+    assert recover.code == 0, recover.err
 
 
-def test_dledger_enabled_in_conf_beside_a_commitlog_is_not_read(store_copy, tmp_path, run_cli):
+def test_dledger_enabled_in_conf_beside_a_commitlog_reads_the_commitlog(store_copy, tmp_path, run_cli):
+    """enableDLegerCommitLog on a plain store without a DLedger folder: the broker's next start
+    recovers the old commitlog as it is, so it is read as it is."""
     conf = tmp_path / "broker.conf"
-    conf.write_text("enableDLegerCommitLog=true\n")
-    result = run_cli("dump", store_copy("basic"), "commitlog", "--config", conf)
-    assert result.code == 4 and "DLedger" in result.err
+    conf.write_text("enableDLegerCommitLog=true\nmappedFileSizeCommitLog=65536\n")
+    store = store_copy("basic")
+    result = run_cli("dump", store, "commitlog", "--config", conf, "--json", "--no-body")
+    assert result.code == 0, result.err
+    assert result.json_lines()[-1] == run_cli("dump", store, "commitlog", "--json", "--no-body").json_lines()[-1]
 
 
 @pytest.mark.parametrize("args,code", [
