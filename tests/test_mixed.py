@@ -8,6 +8,7 @@ run on mixed5 too (conftest.DLEDGER holds it); here is what is the division's ow
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -162,6 +163,30 @@ def test_diff_of_two_replicas_across_the_division(extracted, store_copy, run_cli
     summary = differ.json_lines()[-1]
     assert (summary["divergedAt"], summary["reason"], summary["onlyInA"]) == (last["bodyOffset"], "B ends here", 1)
     assert summary["a"]["entryAtDivergence"] == {"index": 119, "term": last["term"], "pos": last["pos"]}
+    # the common records are found by the compiled comparison of bytes in either part (each chunk's
+    # file asked for its kind), not record by record
+    from mqtool.forensics import replicadiff
+    from mqtool.native import fastscan
+    from mqtool.storage import commitlog
+    from mqtool.storage.config import StoreConfig
+    from mqtool.storage.layout import discover
+
+    a, b = (discover(StoreConfig(storePathRootDir=str(p))) for p in (extracted(NAME), behind))
+    with commitlog.open_queue(a) as qa, commitlog.open_queue(b) as qb:
+        assert replicadiff._identical_run(qa, qb, 0, fastscan) == (len(of_type("commitlog_record")) - 1, last["pos"])
+
+
+def test_a_dledger_part_that_does_not_start_at_the_old_end_is_named(store_copy, run_cli):
+    """The broker divides at the old last file's end: a DLedger part that starts elsewhere (here the
+    old last file is gone) leaves a gap the load reports, and info says the division is misplaced."""
+    store = store_copy(NAME)
+    (store / "commitlog" / switch_line()["file"]).unlink()
+    (info,) = run_cli("info", store, "--json").json_lines()
+    assert info["division"]["atOldEnd"] is False
+    verify = run_cli("verify-crc", store, "--scope", "commitlog", "--json")
+    assert verify.code == 1
+    assert [(l["kind"], l["offset"]) for l in verify.json_lines() if l["type"] == "problem"][:1] == \
+        [("file-gap", switch_line()["divided"])]
 
 
 # ------------------------------------------------------------------ recover and rebuild-cq
@@ -190,10 +215,16 @@ def test_the_old_part_is_not_walked_again_once_dledger_has_data(store_copy, run_
     record = of_type("commitlog_record")[140]       # in the old last file
     assert record["offset"] >= 196608
     path = store / "commitlog" / "00000000000000196608"
-    _patch(path, record["offset"] - 196608 + record["size"] - 1, b"\x55")
+    raw = path.read_bytes()
+    body = base64.b64decode(next(m["body"] for m in of_type("message") if m["commitLogOffset"] == record["offset"]))
+    at = raw.index(body, record["offset"] - 196608)
+    _patch(path, at, bytes([raw[at] ^ 0xFF]))       # its body CRC fails now
     before = path.read_bytes()
+    _patch(store / "checkpoint", 0, bytes(24))      # no time is safe: a plain store's walk starts at file 0
     (store / "abort").write_text(str(os.getpid() + 10_000_000))
+    assert run_cli("verify-crc", store, "--scope", "commitlog").code == 1
     plan = run_cli("recover", store, *SIZES, "--dry-run", "--json").json_lines()[0]
+    assert plan["walkFrom"] >= switch_line()["divided"]
     assert plan["cut"] == of_type("commitlog_end")[0]["maxPhyOffset"] and plan["stop"] is None
     run_cli("recover", store, *SIZES)
     assert path.read_bytes() == before
