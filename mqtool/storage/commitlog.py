@@ -386,20 +386,31 @@ def describe_division(queue: MappedFileQueue) -> dict | None:
         return None
     old, entries = dledger.parts(queue)
     last = old.files[-1]
-    blank = data_end = None
-    for item in walk_file(last, check_crc=False, is_last=False):
-        if isinstance(item, Blank):
-            blank, data_end = item, item.offset
-        elif isinstance(item, EndOfData):
-            data_end = item.offset
-        elif isinstance(item, Record):
-            data_end = item.offset + item.total_size
+    blank, data_end = _switch_blank(last), None
+    if blank is not None:
+        data_end = blank.offset
+    else:       # no BLANK where the written bytes end: the records say where the data ends
+        for item in walk_file(last, check_crc=False, is_last=False):
+            if isinstance(item, (Blank, EndOfData)):
+                data_end = item.offset
+            elif isinstance(item, Record):
+                data_end = item.offset + item.total_size
     return {"dividedCommitlogOffset": divided, "atOldEnd": divided == last.file_end_offset,
             "oldFiles": len(old.files), "oldMinOffset": old.files[0].file_from_offset, "oldDataEnd": data_end,
             "blank": None if blank is None else {"offset": blank.offset, "size": blank.total_size,
                                                   "reachesFileEnd": blank.offset + blank.total_size == last.file_end_offset},
             "dledgerFiles": len(entries.files),
             "setting": "enableDLegerCommitLog=true on a store that held a commitlog (DLedgerCommitLog.recover)"}
+
+
+def _switch_blank(mf: MappedFile) -> Blank | None:
+    """The BLANK that ends the written bytes of mf (what the switch to DLedger writes at the old
+    commitlog's end: totalSize and magic, zeros after), found from the file's end, or None."""
+    end = written_end(mf.buf, 0, mf.file_size)
+    at = end - fmt.BLANK_HEADER_SIZE
+    if at < 0 or int.from_bytes(mf.buf[at + 4:end], "big") != fmt.BLANK_MAGIC:
+        return None
+    return Blank(mf.file_from_offset + at, int.from_bytes(mf.buf[at:at + 4], "big", signed=True))
 
 
 def record_at(queue, offset: int) -> Record | str:
