@@ -1,0 +1,53 @@
+"""`mqtool transactions STORE`: every transaction of the half topic, committed, rolled back or pending,
+with the check's copies, the ops and where the check service stands (forensics/transactions.py).
+
+Exit 0 when nothing is stuck; 1 when a transaction has been pending longer than the broker's
+transactionTimeOut and transactionCheckInterval allow (settings from --config/--set), or a record on
+the way fails a check: a cron job catches stuck transactions.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from mqtool.cli import journeyview, options, output, requires
+from mqtool.errors import ProblemsFound
+from mqtool.forensics.journey import duration
+from mqtool.forensics.lookup import StoreReader
+from mqtool.forensics.transactions import list_transactions
+from mqtool.storage.settings import open_layout, parse_time
+
+
+@click.command("transactions")
+@options.store_argument
+@click.option("--at", "at_time", metavar="TIME",
+              help="Judge waiting times as of TIME (epoch ms or ISO 8601) instead of now: for a broker "
+                   "that stopped, the time it stopped.")
+@options.config_option
+@options.json_option
+@requires.run
+def cli(run, store, at_time, config_path, settings, as_json):
+    """Every transaction: COMMITTED, ROLLED_BACK or PENDING, its check copies and ops.
+
+    Read from the half and op queues (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC), with the
+    committed copies found through the index.  A transaction pending longer than transactionTimeOut +
+    transactionCheckInterval is stuck (exit 1).
+    """
+    now = parse_time(at_time, "--at")
+    layout = open_layout(store, config_path, settings)
+    run.reading([layout])
+    with StoreReader(layout) as reader:
+        report = list_transactions(reader, layout, int(time.time() * 1000) if now is None else now)
+    journeyview.show_transactions(report, as_json)
+    for note in journeyview.transaction_notes(report):
+        output.note(note)
+    if report.problems:
+        first = report.problems[0]
+        raise ProblemsFound(f"{first.kind}: {first.message} ({len(report.problems)} problem(s) found)", path=first.path)
+    if report.stuck:
+        t = report.stuck[0]
+        raise ProblemsFound(f"{len(report.stuck)} transaction(s) stuck: {t.to_json()['uniqKey']} "
+                            f"({t.to_json()['keys']}) has waited {duration(t.waited_ms)}, more than "
+                            f"{duration(report.timeout_ms)} (transactionTimeOut + transactionCheckInterval)")
