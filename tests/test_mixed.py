@@ -123,7 +123,7 @@ def test_the_old_part_without_the_blank_of_the_switch_is_damage(store_copy, run_
 
 @pytest.mark.parametrize("offset_of", [lambda: of_type("commitlog_record")[10]["offset"],
                                        lambda: entry(100)["bodyOffset"]])
-def test_get_and_lookup_by_id_on_either_side_of_the_division(offset_of, extracted, run_cli):
+def test_get_lookup_by_id_and_track_on_either_side_of_the_division(offset_of, extracted, run_cli):
     store = extracted(NAME)
     offset = offset_of()
     message = next(m for m in of_type("message") if m["commitLogOffset"] == offset)
@@ -136,6 +136,9 @@ def test_get_and_lookup_by_id_on_either_side_of_the_division(offset_of, extracte
         found = run_cli("lookup-by-id", store, key, "--json")
         assert found.code == 0, found.err
         assert [l["commitLogOffset"] for l in found.json_lines() if l["type"] == "message"] == [offset]
+        tracked = run_cli("track", store, key, "--json")       # forensics/lookup.StoreReader, as above
+        assert tracked.code == 0, tracked.err
+        assert [l["commitLogOffset"] for l in tracked.json_lines() if l["type"] == "hop"] == [offset]
 
 
 def test_stats_and_export_count_both_parts(extracted, run_cli, tmp_path):
