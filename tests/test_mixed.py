@@ -153,6 +153,26 @@ def test_stats_and_export_count_both_parts(extracted, run_cli, tmp_path):
     assert len(rows) == len(of_type("commitlog_record"))
 
 
+def test_lag_counts_the_unconsumed_messages_across_the_division(store_copy, run_cli):
+    """A group that stopped in the old part: its lag runs across the division, its oldest
+    unconsumed message is read from the old commitlog."""
+    store = store_copy(NAME)
+    divided = switch_line()["divided"]
+    queue = [u for u in of_type("cq_unit") if (u["topic"], u["queueId"]) == ("OrderTopicD", 0)]
+    committed = max(u["offset"] for u in queue if u["commitLogOffset"] < divided)
+    assert any(u["commitLogOffset"] >= divided for u in queue)
+    (store / "config").mkdir()
+    (store / "config" / "consumerOffset.json").write_text(
+        '{"offsetTable":{"OrderTopicD@g1":{"0":%d}}}' % committed)
+    result = run_cli("lag", store, "--json")
+    assert result.code == 0, result.err
+    (line,) = [l for l in result.json_lines() if l["type"] == "lag" and l["queueId"] == 0]
+    unconsumed = [u for u in queue if u["offset"] >= committed]
+    oldest = next(m for m in of_type("message") if m["commitLogOffset"] == unconsumed[0]["commitLogOffset"])
+    assert (line["lagMessages"], line["lagBytes"], line["oldestUnconsumedTimestamp"]) == \
+        (len(unconsumed), sum(u["size"] for u in unconsumed), oldest["storeTimestamp"])
+
+
 def test_diff_of_two_replicas_across_the_division(extracted, store_copy, run_cli):
     behind = store_copy(NAME)
     same = run_cli("diff", extracted(NAME), behind, "--json")
