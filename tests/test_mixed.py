@@ -359,6 +359,39 @@ def test_files_moved_by_hand_into_dledgers_folder_are_named_not_cut(store_copy, 
     assert snapshot(store) == before
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_no_command_fails_inside_on_a_damaged_switched_store(seed, store_copy, extracted, run_cli):
+    """Random damage on either side of the division (test_dledger's for the DLedger part, flips,
+    zeros and cuts for the old part): every reader answers with an exit code, changes nothing."""
+    import random
+
+    from test_dledger import READERS, _mutate, light_snapshot
+
+    rng = random.Random(32_000 + seed)
+    store = store_copy(NAME)
+    said = []
+    for _ in range(rng.choice([1, 2])):
+        if rng.random() < 0.5:
+            said.append(_mutate(store, rng))
+            continue
+        path = rng.choice(sorted((store / "commitlog").iterdir()))
+        at = rng.randrange(0, 65536 - 64)
+        if rng.random() < 0.7:
+            _patch(path, at, bytes(rng.randrange(256) for _ in range(4)))
+        else:
+            os.truncate(path, at)
+        said.append(f"old {path.name}@{at}")
+    for command in READERS + [("clean", "--dry-run", "--now", "{store}")]:
+        args = [a.format(store=store, pristine=extracted(NAME)) for a in command]
+        before = light_snapshot(store)
+        result = run_cli(*args)
+        assert result.code in (0, 1, 2, 3, 4), (said, args, result.code, result.err)
+        assert "Traceback" not in result.err and "internal error" not in result.err, (said, args, result.err)
+        assert light_snapshot(store) == before, (said, args)
+    result = run_cli("recover", store)
+    assert result.code in (0, 1, 3, 4) and "internal error" not in result.err, (said, result.err)
+
+
 def _patch(path: Path, offset: int, data: bytes) -> None:
     with open(path, "r+b") as fh:
         fh.seek(offset)
