@@ -175,7 +175,8 @@ def test_an_empty_dledger_folder_beside_a_commitlog_is_a_switch_not_yet_started(
     """DLedger's layouts: the old dledger-<id>/ and the default <group>-<selfId>/ with data/,
     index/ and currterm.  Beside a commitlog/ that holds files it is a broker switched to DLedger
     (tests/test_mixed.py); with no DLedger data yet, DLedgerCommitLog.recover recovers the old
-    commitlog as a plain one (isInrecoveringOldCommitlog), and so do mqtool's readers and recover."""
+    commitlog as a plain one, normally even after a crash (isInrecoveringOldCommitlog), and will
+    divide at its end; so do mqtool's readers and recover, and info says where."""
     store = store_copy("basic")
     (store / folder / "data").mkdir(parents=True)
     (store / folder / "index").mkdir()
@@ -185,12 +186,16 @@ def test_an_empty_dledger_folder_beside_a_commitlog_is_a_switch_not_yet_started(
     shown = info.json_lines()[0]
     census = {e["path"]: e for e in shown["census"]}
     assert census[folder + "/"]["feature"] == "dledger-switched"
-    assert shown["division"] is None
+    last = sorted((store / "commitlog").iterdir())[-1]
+    assert shown["division"]["pending"] is True
+    assert shown["division"]["dividedCommitlogOffset"] == int(last.name) + last.stat().st_size
     plain = run_cli("dump", store, "commitlog", "--json", "--no-body")
     assert plain.code == 0, plain.err
     assert plain.json_lines()[-1]["records"] > 0 and plain.json_lines()[-1]["problems"] == 0
-    recover = run_cli("recover", store)
+    (store / "abort").write_text("1")      # recoverNormally, even after a crash: no DLedger data yet
+    recover = run_cli("recover", store, "--json")
     assert recover.code == 0, recover.err
+    assert recover.json_lines()[0]["mode"] == "normal"
 
 
 def test_dledger_enabled_in_conf_beside_a_commitlog_reads_the_commitlog(store_copy, tmp_path, run_cli):

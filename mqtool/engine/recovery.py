@@ -474,6 +474,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     # a store switched to DLedger: DLedgerCommitLog.recover walks DLedger's files only, once it has
     # any (the old commitlog was recovered, and ended with a BLANK, when DLedger started)
     files = dledger.recovered_part(queue).files
+    # ... and with no DLedger data yet it recovers the old commitlog normally, even after a crash
+    abnormal = abnormal and not dledger.switch_pending(store.layout, queue)
     mode = "abnormal" if abnormal else "normal"
     if abnormal:
         safe = store.checkpoint.min_timestamp(

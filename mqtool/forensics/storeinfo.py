@@ -118,7 +118,7 @@ def gather(layout) -> dict:
     if layout.is_dledger():
         with commitlog.open_queue(layout) as queue:
             info["dledger"] = dledger.read_ledger(layout, queue).to_json()
-            info["division"] = commitlog.describe_division(queue)
+            info["division"] = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
             info["movedByHand"] = [str(p) for p in dledger.moved_files(queue)]
 
     queues = []
@@ -207,6 +207,10 @@ def division_text(division: dict) -> str:
     old_end = (f"its records end at {division['oldDataEnd']} with the BLANK the switch wrote ({blank['size']} bytes"
                + ("" if blank["reachesFileEnd"] else ", NOT reaching the file's end") + ")" if blank else
                f"its data ends at {division['oldDataEnd']} WITHOUT the BLANK the switch writes")
+    if division["pending"]:
+        return (f"DLedger has no data yet: a broker's next start in DLedger mode recovers the old commitlog "
+                f"({division['oldFiles']} file(s), data to {division['oldDataEnd']}), writes a BLANK at its end and "
+                f"divides at {division['dividedCommitlogOffset']}")
     where = "the old last file's end" if division["atOldEnd"] else "NOT the old last file's end"
     return (f"old commitlog below dividedCommitlogOffset {division['dividedCommitlogOffset']} ({where}): "
             f"{division['oldFiles']} file(s) from {division['oldMinOffset']}, {old_end}; DLedger entries above, "

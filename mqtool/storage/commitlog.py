@@ -375,16 +375,19 @@ def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
 
 
-def describe_division(queue: MappedFileQueue) -> dict | None:
+def describe_division(queue: MappedFileQueue, pending: bool = False) -> dict | None:
     """Where a store switched to DLedger mode is divided (storage/dledger.py), None for a store of
     one kind: dividedCommitlogOffset, the old commitlog's files and where its records end (the
     BLANK DLedgerCommitLog.recover wrote there when DLedger started, or None when the old last file
     does not end with one), and DLedger's files.  The broker divides at the old last file's end:
-    atOldEnd says whether the first DLedger file starts there."""
+    atOldEnd says whether the first DLedger file starts there.  pending (dledger.switch_pending):
+    DLedger has no data yet, the broker's next start divides at the old last file's end."""
     divided = dledger.division(queue)
+    old, entries = dledger.parts(queue)
+    if pending and old.files:
+        divided = old.files[-1].file_end_offset
     if divided is None:
         return None
-    old, entries = dledger.parts(queue)
     last = old.files[-1]
     blank, data_end = _switch_blank(last), None
     if blank is not None:
@@ -399,7 +402,7 @@ def describe_division(queue: MappedFileQueue) -> dict | None:
             "oldFiles": len(old.files), "oldMinOffset": old.files[0].file_from_offset, "oldDataEnd": data_end,
             "blank": None if blank is None else {"offset": blank.offset, "size": blank.total_size,
                                                   "reachesFileEnd": blank.offset + blank.total_size == last.file_end_offset},
-            "dledgerFiles": len(entries.files),
+            "dledgerFiles": len(entries.files), "pending": pending,
             "setting": "enableDLegerCommitLog=true on a store that held a commitlog (DLedgerCommitLog.recover)"}
 
 

@@ -135,6 +135,13 @@ def data_part(queue):
     return queue if all(holds_entries(mf) for mf in queue.files) else parts(queue)[1]
 
 
+def switch_pending(layout, queue) -> bool:
+    """A store switched to DLedger mode whose DLedger folder holds no data yet: the broker's next
+    start recovers the old commitlog (normally, even after a crash), writes a BLANK at its end and
+    divides there (DLedgerCommitLog.recover)."""
+    return layout.is_mixed() and not any(holds_entries(mf) for mf in queue.files)
+
+
 def recovered_part(queue):
     """The files DLedgerCommitLog.recover walks: DLedger's data files once there are any; else the
     whole queue (the old commitlog, recovered as a plain one: isInrecoveringOldCommitlog)."""

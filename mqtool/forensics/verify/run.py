@@ -193,7 +193,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
         summary.uncommitted, undispatched = _ledger(layout, cl_results, emit if "commitlog" in scopes else None,
                                                     display)
         with commitlog.open_queue(layout) as queue:    # where the old commitlog ends, DLedger's entries begin
-            summary.division = commitlog.describe_division(queue)
+            summary.division = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
             for path in dledger.moved_files(queue) if "commitlog" in scopes else []:
                 emit(Finding("commitlog", "moved-by-hand", display(path), 0, name_to_offset(path.name),
                              dledger.MOVED_BY_HAND))
