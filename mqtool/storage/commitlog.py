@@ -389,15 +389,9 @@ def describe_division(queue: MappedFileQueue, pending: bool = False) -> dict | N
     if divided is None:
         return None
     last = old.files[-1]
-    blank, data_end = _switch_blank(last), None
-    if blank is not None:
-        data_end = blank.offset
-    else:       # no BLANK where the written bytes end: the records say where the data ends
-        for item in walk_file(last, check_crc=False, is_last=False):
-            if isinstance(item, (Blank, EndOfData)):
-                data_end = item.offset
-            elif isinstance(item, Record):
-                data_end = item.offset + item.total_size
+    blank = _switch_blank(last)
+    # without that BLANK, where the written bytes end (the walks say what is there)
+    data_end = blank.offset if blank is not None else last.file_from_offset + written_end(last.buf, 0, last.file_size)
     return {"dividedCommitlogOffset": divided, "atOldEnd": divided == last.file_end_offset,
             "oldFiles": len(old.files), "oldMinOffset": old.files[0].file_from_offset, "oldDataEnd": data_end,
             "blank": None if blank is None else {"offset": blank.offset, "size": blank.total_size,
