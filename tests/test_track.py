@@ -291,3 +291,18 @@ def test_an_op_may_name_any_copy_and_several_halves(journey, store_copy, run_cli
     got = {t["keys"]: t["state"] for t in run_cli("transactions", store, "--json", "--at", "2026-11-28T07:21:40Z")
            .json_lines() if t["type"] == "transaction"}
     assert got["pay-tx-3"] == "ROLLED_BACK" and got["pay-tx-2"] == "PENDING"
+
+
+def test_stats_counts_retries_and_dead_letters_per_group(extracted, run_cli):
+    """stats' group lines: the messages the broker stored in %RETRY%group and %DLQ%group."""
+    from collections import Counter
+
+    from conftest import expected_read
+
+    per_topic = Counter(m["topic"] for m in expected_read("journey5") if m["type"] == "message")
+    lines = run_cli("stats", extracted("journey5"), "--json").json_lines()
+    groups = {l["group"]: (l["retries"], l["deadLetters"]) for l in lines if l["type"] == "group"}
+    expected = {t.split("%", 2)[2]: (per_topic.get(f"%RETRY%{t.split('%', 2)[2]}", 0),
+                                     per_topic.get(f"%DLQ%{t.split('%', 2)[2]}", 0))
+                for t in per_topic if t.startswith(("%RETRY%", "%DLQ%"))}
+    assert groups == expected and groups["billing"] == (2, 2)
