@@ -51,8 +51,11 @@ def role_of(record: Record) -> tuple[str, str | None]:
     """(role, consumer group) of a record, from its topic, sysFlag and the properties the broker
     gives each copy it makes."""
     topic, p = record.topic, record.properties
-    if sysflag.transaction_type(record.sys_flag) == sysflag.TRANSACTION_COMMIT:
+    kind = sysflag.transaction_type(record.sys_flag)
+    if kind == sysflag.TRANSACTION_COMMIT:
         return COMMITTED, None
+    if kind == sysflag.TRANSACTION_PREPARED:     # a prepared record in the real topic itself (before the half topic)
+        return HALF, None
     if topic == SCHEDULE_TOPIC:
         group = group_of(p.get(props.REAL_TOPIC, ""))
         if group is not None and props.RETRY_TOPIC in p:
