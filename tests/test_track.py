@@ -291,3 +291,44 @@ def test_an_op_may_name_any_copy_and_several_halves(journey, store_copy, run_cli
     got = {t["keys"]: t["state"] for t in run_cli("transactions", store, "--json", "--at", "2026-11-28T07:21:40Z")
            .json_lines() if t["type"] == "transaction"}
     assert got["pay-tx-3"] == "ROLLED_BACK" and got["pay-tx-2"] == "PENDING"
+
+
+def test_stats_counts_retries_and_dead_letters_per_group(extracted, run_cli):
+    """stats' group lines: the messages the broker stored in %RETRY%group and %DLQ%group."""
+    from collections import Counter
+
+    from conftest import expected_read
+
+    per_topic = Counter(m["topic"] for m in expected_read("journey5") if m["type"] == "message")
+    lines = run_cli("stats", extracted("journey5"), "--json").json_lines()
+    groups = {l["group"]: (l["retries"], l["deadLetters"]) for l in lines if l["type"] == "group"}
+    expected = {t.split("%", 2)[2]: (per_topic.get(f"%RETRY%{t.split('%', 2)[2]}", 0),
+                                     per_topic.get(f"%DLQ%{t.split('%', 2)[2]}", 0))
+                for t in per_topic if t.startswith(("%RETRY%", "%DLQ%"))}
+    assert groups == expected and groups["billing"] == (2, 2)
+
+
+def test_a_message_whose_file_reclaim_deleted(store_copy, run_cli):
+    """The index still names the message's offset, below the commitlog's first file: deleted."""
+    from conftest import expected_read
+
+    store = store_copy("multifile")
+    first = next(m for m in expected_read("multifile") if m.get("type") == "message"
+                 and m["commitLogOffset"] < 65536 and m["properties"].get("UNIQ_KEY"))
+    (store / "commitlog" / "00000000000000000000").unlink()
+    s = summary(run_cli, store, first["properties"]["UNIQ_KEY"])
+    assert s["state"] == "deleted" and s["hops"] == 0
+    assert {"topic": first["topic"], "commitLogOffset": first["commitLogOffset"]} in s["deleted"]
+
+
+def test_a_damaged_index_is_said_and_the_commitlog_scanned(journey, store_copy, run_cli):
+    lines, puts, _ = journey
+    store = store_copy("journey5")
+    index = next((store / "index").iterdir())
+    with open(index, "r+b") as fh:
+        fh.truncate(index.stat().st_size - 7)        # a size no index geometry has
+    uniq = lines[2]["uniqKey"]
+    result = run_cli("track", store, uniq, "--json")
+    assert result.code == 1 and "index" in result.err and "scanned" in result.err
+    hops = [(h["commitLogOffset"], h["role"]) for h in result.json_lines() if h["type"] == "hop"]
+    assert hops == [(h[0], h[1]) for h in expected_hops(lines, puts, uniq)]

@@ -8,8 +8,6 @@ is damaged (the commitlog is scanned instead); 2 for a MSGID that is not 32 or 5
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from mqtool.cli import journeyview, options, output, requires
@@ -18,7 +16,7 @@ from mqtool.errors import UsageError
 from mqtool.forensics.journey import track
 from mqtool.forensics.lookup import StoreReader
 from mqtool.formats.msgid import decode_offset_msgid
-from mqtool.storage.settings import open_layout, parse_time
+from mqtool.storage.settings import open_layout
 
 MSGID_SHAPE = ("a msgId is 32 hex digits (56 for an IPv6 host): the producer's msgId (UNIQ_KEY, as a send "
                "result shows it) or an offset msgId of one of the message's records")
@@ -31,14 +29,12 @@ MSGID_SHAPE = ("a msgId is 32 hex digits (56 for an IPv6 host): the producer's m
                               "timer or a transaction half is found under it too).")
 @click.option("--key", help="With --topic: one of the message's KEYS, or its UNIQ_KEY.")
 @click.option("--scan", is_flag=True, help="Walk the whole commitlog instead of using the index.")
-@click.option("--at", "at_time", metavar="TIME",
-              help="Say what is due or overdue as of TIME (epoch ms or ISO 8601) instead of now: for a "
-                   "broker that stopped, the time it stopped.")
+@options.at_option
 @options.config_option
 @options.json_option
 @options.progress_option
 @requires.run
-def cli(run, store, msgid, topic, key, scan, at_time, config_path, settings, as_json, progress):
+def cli(run, store, msgid, topic, key, scan, now_ms, config_path, settings, as_json, progress):
     """Where a message went: every hop through retries, dead letters, delays, timers and transactions.
 
     MSGID is the producer's msgId (its UNIQ_KEY) or an offset msgId of any of its records; or give
@@ -53,14 +49,13 @@ def cli(run, store, msgid, topic, key, scan, at_time, config_path, settings, as_
             decode_offset_msgid(msgid)
         except ValueError as exc:
             raise UsageError(f"{exc}: {MSGID_SHAPE}") from None
-    now = parse_time(at_time, "--at")
     layout = open_layout(store, config_path, settings)
     run.reading([layout])
     with StoreReader(layout) as reader:
         total = sum(mf.file_size for mf in reader.commitlog.files)
         with output.progress(total, "scanning the commitlog", enabled=progress) as bar:
             start = reader.commitlog.min_offset
-            result = track(reader, layout, int(time.time() * 1000) if now is None else now, msgid=msgid, topic=topic, key=key, scan=scan,
+            result = track(reader, layout, now_ms, msgid=msgid, topic=topic, key=key, scan=scan,
                            progress=lambda offset: bar.update(offset - start))
         journeyview.show_track(result, as_json)
         for problem in result.problems:

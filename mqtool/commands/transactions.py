@@ -8,8 +8,6 @@ the way fails a check: a cron job catches stuck transactions.
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from mqtool.cli import journeyview, options, output, requires
@@ -17,29 +15,26 @@ from mqtool.errors import ProblemsFound
 from mqtool.forensics.journey import duration
 from mqtool.forensics.lookup import StoreReader
 from mqtool.forensics.transactions import list_transactions
-from mqtool.storage.settings import open_layout, parse_time
+from mqtool.storage.settings import open_layout
 
 
 @click.command("transactions")
 @options.store_argument
-@click.option("--at", "at_time", metavar="TIME",
-              help="Judge waiting times as of TIME (epoch ms or ISO 8601) instead of now: for a broker "
-                   "that stopped, the time it stopped.")
+@options.at_option
 @options.config_option
 @options.json_option
 @requires.run
-def cli(run, store, at_time, config_path, settings, as_json):
+def cli(run, store, now_ms, config_path, settings, as_json):
     """Every transaction: COMMITTED, ROLLED_BACK or PENDING, its check copies and ops.
 
     Read from the half and op queues (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC), with the
     committed copies found through the index.  A transaction pending longer than transactionTimeOut +
     transactionCheckInterval is stuck (exit 1).
     """
-    now = parse_time(at_time, "--at")
     layout = open_layout(store, config_path, settings)
     run.reading([layout])
     with StoreReader(layout) as reader:
-        report = list_transactions(reader, layout, int(time.time() * 1000) if now is None else now)
+        report = list_transactions(reader, layout, now_ms)
     journeyview.show_transactions(report, as_json)
     for note in journeyview.transaction_notes(report):
         output.note(note)

@@ -30,9 +30,9 @@ from mqtool.formats.topicnames import (DLQ_PREFIX, LMQ_PREFIX, SCHEDULE_TOPIC, T
                                        TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
                                        group_of)
 from mqtool.forensics import transactions as tx
-from mqtool.forensics.lookup import LONG_MAX, StoreReader
+from mqtool.forensics.lookup import LONG_MAX, StoreReader, matched_by
 from mqtool.forensics.storeinfo import iso
-from mqtool.storage import batchqueue, commitlog, offsets
+from mqtool.storage import batchqueue, offsets
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import query_offsets
 
@@ -51,8 +51,11 @@ def role_of(record: Record) -> tuple[str, str | None]:
     """(role, consumer group) of a record, from its topic, sysFlag and the properties the broker
     gives each copy it makes."""
     topic, p = record.topic, record.properties
-    if sysflag.transaction_type(record.sys_flag) == sysflag.TRANSACTION_COMMIT:
+    kind = sysflag.transaction_type(record.sys_flag)
+    if kind == sysflag.TRANSACTION_COMMIT:
         return COMMITTED, None
+    if kind == sysflag.TRANSACTION_PREPARED:     # a prepared record in the real topic itself (before the half topic)
+        return HALF, None
     if topic == SCHEDULE_TOPIC:
         group = group_of(p.get(props.REAL_TOPIC, ""))
         if group is not None and props.RETRY_TOPIC in p:
@@ -242,10 +245,10 @@ class Tracker:
     def seeds_by_key(self, topic: str, key: str) -> list[Record]:
         """Records holding KEY (in KEYS or as UNIQ_KEY) sent to topic: stored under it, or under
         SCHEDULE_TOPIC_XXXX, the half topic or the timer topic with REAL_TOPIC naming it."""
-        found = [r for r in self._index(topic, key) if _holds(r, topic, key)]
+        found = [r for r in self._index(topic, key) if matched_by(r, topic, key)]
         for parked in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TIMER_TOPIC):
             found += [r for r in self._index(parked, key)
-                      if _holds(r, parked, key) and r.properties.get(props.REAL_TOPIC) == topic]
+                      if matched_by(r, parked, key) and r.properties.get(props.REAL_TOPIC) == topic]
         return sorted({r.offset: r for r in found}.values(), key=lambda r: r.offset)
 
     # ------------------------------------------------------------------ hops
@@ -317,16 +320,7 @@ class Tracker:
         found: dict[str, list[Record]] = {}
         needles = [k.encode("utf-8", "surrogateescape") for k in uniq_keys]
         needle = key.encode("utf-8", "surrogateescape") if key is not None else None
-        next_report = 0
-        for entry in commitlog.walk(self.reader.commitlog, path_display=self.reader.display):
-            if isinstance(entry, Problem):
-                self.problems.append(entry)
-                continue
-            if not isinstance(entry, Record):
-                continue
-            if progress is not None and entry.offset >= next_report:
-                progress(entry.offset)
-                next_report = entry.offset + (1 << 20)
+        for entry in self.reader.records(self.problems, progress):
             raw = entry.properties_bytes
             if not any(n in raw for n in needles) and (needle is None or needle not in raw):
                 continue
@@ -334,34 +328,21 @@ class Tracker:
             if uniq in uniq_keys:
                 found.setdefault(uniq, []).append(entry)
             elif needle is not None and uniq is not None and _sent_to(entry, topic) and \
-                    _holds(entry, entry.topic, key):
+                    matched_by(entry, entry.topic, key):
                 uniq_keys.add(uniq)
                 needles.append(uniq.encode())
                 found.setdefault(uniq, []).append(entry)
         return found
-
 
     def copies_of_origin(self, msgid: str, progress=None) -> list[Record]:
         """One walk of the commitlog: the records whose ORIGIN_MESSAGE_ID is msgid (a send-back's
         copies of a message that has no UNIQ_KEY: the index cannot find them)."""
         found = []
         needle = msgid.encode()
-        for entry in commitlog.walk(self.reader.commitlog, path_display=self.reader.display):
-            if isinstance(entry, Problem):
-                self.problems.append(entry)
-            elif isinstance(entry, Record):
-                if progress is not None:
-                    progress(entry.offset)
-                if needle in entry.properties_bytes and entry.properties.get(props.ORIGIN_MESSAGE_ID) == msgid:
-                    found.append(entry)
+        for entry in self.reader.records(self.problems, progress):
+            if needle in entry.properties_bytes and entry.properties.get(props.ORIGIN_MESSAGE_ID) == msgid:
+                found.append(entry)
         return found
-
-
-def _holds(record: Record, topic: str, key: str) -> bool:
-    if record.topic != topic:
-        return False
-    p = record.properties
-    return p.get(props.UNIQ_KEY) == key or key in props.split_keys(p.get(props.KEYS))
 
 
 def _sent_to(record: Record, topic: str | None) -> bool:

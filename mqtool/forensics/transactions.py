@@ -26,7 +26,7 @@ from mqtool.formats.commitlog import Record
 from mqtool.formats.index import index_key
 from mqtool.formats.topicnames import TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from mqtool.formats.transactionop import REMOVE_TAG, half_offsets
-from mqtool.storage import commitlog, offsets
+from mqtool.storage import offsets
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.indexfile import query_offsets
 
@@ -238,10 +238,8 @@ def is_commit_of(record: Record, half_offsets_at: set[int]) -> bool:
 def _scan_commits(reader, problems: list[Problem]) -> dict[int, list[Record]]:
     """Every committed copy in the commitlog by preparedTransactionOffset (no usable index)."""
     found: dict[int, list[Record]] = {}
-    for entry in commitlog.walk(reader.commitlog, path_display=reader.display):
-        if isinstance(entry, Problem):
-            problems.append(entry)
-        elif isinstance(entry, Record) and sysflag.transaction_type(entry.sys_flag) == sysflag.TRANSACTION_COMMIT:
+    for entry in reader.records(problems):
+        if sysflag.transaction_type(entry.sys_flag) == sysflag.TRANSACTION_COMMIT:
             found.setdefault(entry.prepared_transaction_offset, []).append(entry)
     return found
 
