@@ -331,8 +331,29 @@ def test_clean_expires_the_old_files_as_dledgercommitlog_does_and_keeps_dledgers
     assert list((store / "commitlog").iterdir()) == []
     assert len(list((store / "dledger-n0" / "data").iterdir())) == 3
     assert run_cli("verify-crc", store).code == 0
+    result, decisions = _clean(run_cli, store)      # the old files wait in trash/: DLedger's stay
+    assert result.code == 0 and [(d["action"], d["reason"]) for d in decisions] == [("keep", "dledger-off")] * 3
+    shutil.rmtree(store / "trash")                  # as once they are removed
     refused = run_cli("clean", store, "--now", "--retention-ms", "0")
     assert refused.code == 3 and "dledger" in refused.err
+
+
+def test_clean_undo_puts_every_old_file_back_after_the_last_went(store_copy, run_cli):
+    """Staged in trash/, the old files come back with --undo even once none is left in commitlog/
+    (the store then looks like a plain DLedger store, whose DLedger files clean never touches)."""
+    store = store_copy(NAME)
+    before = sorted(p.name for p in (store / "commitlog").iterdir())
+    for _ in range(2):
+        result, _ = _clean(run_cli, store, "--delete-delay", "1h")
+        assert result.code == 0, result.err
+    assert list((store / "commitlog").iterdir()) == []
+    result, decisions = _clean(run_cli, store, "--delete-delay", "1h", "--dry-run")
+    assert result.code == 0, result.err
+    assert [(d["action"], d["reason"]) for d in decisions] == [("keep", "dledger-off")] * 3
+    undo = run_cli("clean", store, "--undo")
+    assert undo.code == 0, undo.err
+    assert sorted(p.name for p in (store / "commitlog").iterdir()) == before
+    assert run_cli("verify-crc", store, "--scope", "all").code == 0
 
 
 def test_files_moved_by_hand_into_dledgers_folder_are_named_not_cut(store_copy, run_cli):

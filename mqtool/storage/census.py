@@ -342,7 +342,8 @@ def take(layout) -> Census:
     root = layout.root
     census = Census(root)
     census.configured = _settings_features(layout.config)
-    switched = layout.is_mixed()
+    # a switched store, or one whose old commitlog files clean staged in trash/ (its undo puts them back)
+    switched = layout.is_mixed() or (layout.dledger_dir is not None and bool(_listing(root / "trash" / "commitlog")))
     if switched and "dledger" in census.configured:
         census.configured = (census.configured - {"dledger"}) | {"dledger-switched"}
     commitlog_dirs = {Path(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs}

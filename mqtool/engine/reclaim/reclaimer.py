@@ -168,7 +168,7 @@ class Reclaimer:
         # a broker switched to DLedger: while old commitlog files exist, DLedgerCommitLog.deleteExpiredFile
         # expires them by these rules and turns DLedger's own cleaner off (disableDeleteDledger)
         old, entries = dledger.parts(view.commitlog)
-        switched = bool(old.files and entries.files)
+        switched = bool(entries.files)      # never a DLedger file (census lets clean at them only so)
         if switched:
             files = list(old.files)
         mtimes = {Path(f.path): f.mtime for f in view.layout.commitlog_files()}   # the store's listing
@@ -265,10 +265,12 @@ class Reclaimer:
             chosen.append(decide(mf, action, reason, why, **info))
             commitlog_bytes -= mf.file_size
             freed += mf.file_size
-        for mf in entries.files if switched else []:
+        for mf in entries.files:
             decide(mf, KEEP, "dledger-off", "a DLedger data file: while old commitlog files exist, "
                    "DLedgerCommitLog.deleteExpiredFile turns DLedger's own cleaner off (disableDeleteDledger: no "
-                   "forced disk clean, files kept 10 years)", startOffset=mf.file_from_offset)
+                   "forced disk clean, files kept 10 years)" if old.files else
+                   "a DLedger data file: with no old commitlog file left DLedger's own cleaner deletes these "
+                   "(refreshConfig), not clean", startOffset=mf.file_from_offset)
         return chosen
 
     @staticmethod
