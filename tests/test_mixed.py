@@ -231,6 +231,27 @@ def test_recover_after_a_crash_keeps_the_old_part_and_rebuilds_the_brokers_queue
     assert run_cli("verify-crc", store, "--scope", "all").code == 0
 
 
+def test_after_a_crash_queues_that_stop_in_the_old_part_are_dispatched_across_the_division(store_copy, run_cli):
+    """A crash soon after the switch, before the dispatch of the old part's last records: the
+    broker's reput starts at the queues' furthest offset, in the old part, and reads on across the
+    division (getData below it from the old commitlog); the units come back, old part and DLedger's."""
+    store = store_copy(NAME)
+    records = [r["offset"] for r in of_type("commitlog_record")]
+    divided = switch_line()["divided"]
+    tail = set(records[records.index(min(o for o in records if o >= divided)) - 5:])   # 5 old, every DLedger one
+    for unit in of_type("cq_unit"):
+        if unit["commitLogOffset"] in tail:
+            path = store / "consumequeue" / unit["topic"] / str(unit["queueId"]) / "00000000000000000000"
+            _patch(path, unit["offset"] * 20, bytes(20))
+    (store / "abort").write_text(str(os.getpid() + 10_000_000))
+    result = run_cli("recover", store, *SIZES, "--json")
+    assert result.code == 0, result.err
+    (plan,) = result.json_lines()
+    assert plan["redispatchFrom"] <= min(tail)
+    assert units(run_cli, store) == broker_units()
+    assert run_cli("verify-crc", store, "--scope", "all").code == 0
+
+
 def test_the_old_part_is_not_walked_again_once_dledger_has_data(store_copy, run_cli):
     """A record of the old part whose CRC fails does not cut the store: the broker's recovery of a
     switched store never walks the old commitlog again (it only recovered it, once, when it switched)."""

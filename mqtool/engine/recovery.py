@@ -553,6 +553,10 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
                                    "dispatch stops there, DLedger keeps the entry")
     if abnormal:
         result.redispatch_from = walk_from
+        if dledger.division(queue) is not None:
+            # a switched store: DLedgerCommitLog.recover walks DLedger's files only, and the broker's
+            # reput starts at the queues' furthest offset, which may lie in the old part
+            result.redispatch_from = min(walk_from, max(max_cq_physic, min_offset))
     else:
         result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
     if cut < data_end or result.removed_files:
