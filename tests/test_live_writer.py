@@ -113,6 +113,7 @@ READERS = [
     ["lag", "{s}", "--json"],
     ["report", "{s}", "-o", "{out}.html", "--json"],
     ["diff", "{s}", "{s}", "--json"],
+    ["salvage", "{s}", "{out}", "--json"],     # it writes OUT, but only reads the store: a reader here
 ]
 # a recover dry run is refused too; lag and report find no config/consumerOffset.json in this store
 EXIT = {"recover": 3, "lag": 1, "report": 1}
