@@ -107,6 +107,8 @@ def test_offsets_out_of_range_say_what_the_broker_does_and_exit_1(store_copy, ru
     text = run_cli("lag", store)
     assert text.code == 1 and "below-min" in text.out and "above-max" in text.out and "Vanished" in text.out
     assert "skips them" in text.err and "above the queue's max offset" in text.err
+    for problem in summary["problems"]:      # each said once: no `problem:` line repeated as the error line
+        assert text.err.count(problem) == 1, text.err
 
 
 def test_group_and_topic_filters(store_copy, run_cli):
@@ -116,16 +118,31 @@ def test_group_and_topic_filters(store_copy, run_cli):
     assert {(g, t) for g, t, _ in only} == {("a", "OrderTopic")}
 
 
-@pytest.mark.parametrize("case", ["missing", "damaged-with-bak", "damaged", "empty"])
-def test_a_missing_or_damaged_offsets_file_is_reported_with_exit_1(store_copy, run_cli, case):
+@pytest.mark.parametrize("name", ["multifile", "timer5", "batchcq5", "dledger1"])
+def test_no_offsets_file_is_no_consumer_yet_not_damage(name, extracted, run_cli, tmp_path):
+    """A broker nobody consumes from has no config/consumerOffset.json: lag says there are no
+    offsets and exits 0; asked for a group, it has none to show: exit 1."""
+    store = _extract(tmp_path, "rocketmq-5.3.3/batchcq5") if name == "batchcq5" else extracted(name)
+    assert not (store / "config" / "consumerOffset.json").exists()
+    result = run_cli("lag", store, "--json")
+    assert result.code == 0, result.err
+    summary = result.json_lines()[-1]
+    assert summary["problems"] == [] and "no consumer offsets" in summary["notes"][0]
+    table = run_cli("lag", store)
+    assert table.code == 0 and "no consumer offsets" in table.err
+    asked = run_cli("lag", store, "--group", "g")
+    assert asked.code == 1 and "consumerOffset.json is missing" in asked.err
+
+
+@pytest.mark.parametrize("case", ["damaged-with-bak", "damaged", "empty"])
+def test_a_damaged_offsets_file_is_reported_with_exit_1(store_copy, run_cli, case):
     store = store_copy("multifile")
     config = store / "config"
-    if case != "missing":
-        write_offsets(store, {"OrderTopic@g": {0: 3}})
-        path = config / "consumerOffset.json"
-        if case == "damaged-with-bak":
-            shutil.copy(path, config / "consumerOffset.json.bak")
-        path.write_text("" if case == "empty" else '{"offsetTable":{"OrderTopic@g":{0:')
+    write_offsets(store, {"OrderTopic@g": {0: 3}})
+    path = config / "consumerOffset.json"
+    if case == "damaged-with-bak":
+        shutil.copy(path, config / "consumerOffset.json.bak")
+    path.write_text("" if case == "empty" else '{"offsetTable":{"OrderTopic@g":{0:')
     result = run_cli("lag", store, "--json")
     assert result.code == 1
     summary = result.json_lines()[-1]
@@ -137,7 +154,7 @@ def test_a_missing_or_damaged_offsets_file_is_reported_with_exit_1(store_copy, r
     else:
         assert got == {}
         assert offsets_file["read"] is None
-    expected = {"missing": "is missing", "damaged": "cannot be read", "empty": "is empty",
+    expected = {"damaged": "cannot be read", "empty": "is empty",
                 "damaged-with-bak": "read consumerOffset.json.bak"}[case]
     assert expected in summary["problems"][0] and expected in result.err
 

@@ -113,6 +113,7 @@ class LagReport:
     delays: list[QueueLag] = field(default_factory=list)     # the delay scheduler's levels
     files: list = field(default_factory=list)                # storage.offsets.OffsetFile
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)           # not problems: what there is not to show
 
     def groups(self) -> list[GroupLag]:
         found: dict[str, GroupLag] = {}
@@ -129,7 +130,8 @@ class LagReport:
                 "neverCommitted": sum(q.status == NEVER for q in self.queues),
                 "unknownQueues": sum(q.status in (UNKNOWN_TOPIC, UNKNOWN_QUEUE) for q in self.queues),
                 "delayLagMessages": sum(q.lag_messages for q in self.delays),
-                "offsetFiles": [f.to_json() for f in self.files], "problems": self.problems}
+                "offsetFiles": [f.to_json() for f in self.files], "problems": self.problems,
+                "notes": self.notes}
 
 
 # ---------------------------------------------------------------------- reading queues
@@ -253,8 +255,12 @@ def compute(layout, *, groups=None, topics=None) -> LagReport:
                                    "no consumer offsets")
         elif f.note:
             report.problems.append(f"config/{f.note}")
-        elif not f.exists:
-            report.problems.append(f"config/{f.name} is missing: no consumer offsets")
+        elif not f.exists and groups:     # asked for a group, and there is nothing to show of it
+            report.problems.append(f"config/{f.name} is missing: no consumer offsets, none of group(s) "
+                                   f"{', '.join(sorted(groups))}")
+        elif not f.exists:   # a broker nobody has consumed from yet: nothing is wrong
+            report.notes.append(f"config/{f.name} is missing: no consumer offsets (no consumer has "
+                                "committed one yet)")
         elif not f.read:
             report.problems.append(f"config/{f.name} is empty, and so is its .bak: no consumer offsets")
     levels, delay_file = offsets.delay_offsets(layout)

@@ -44,7 +44,7 @@ def gather(store, config_path=None, settings=(), *, jobs: int = 1, now_ms: int |
     data["recover"] = _recover(layout, config, data)
     data["clean"] = _clean(discover(config, config_given=True, must_exist=True), config, data)
     data["trash"], data["quarantine"] = _trash(layout), _quarantine(layout)
-    data["lag"] = _lag(layout, data["problems"])
+    data["lag"] = _lag(layout, data["problems"], data["notes"])
     data["timer"] = _timer(layout)
     data["seconds"] = round(time.perf_counter() - started, 3)
     return data
@@ -180,12 +180,13 @@ def _quarantine(layout) -> list[dict]:
     return out
 
 
-def _lag(layout, problems) -> dict:
+def _lag(layout, problems, notes) -> dict:
     try:
         report = lagmod.compute(layout)
     except MqError as exc:
         problems.append(f"lag: {exc}")
         return {"groups": [], "delays": [], "problems": []}
+    notes.extend(report.notes)     # no offsets file: nobody has consumed yet, not damage
     return {"groups": [g.to_json() for g in report.groups()], "delays": [d.to_json() for d in report.delays],
             "problems": report.problems}
 
