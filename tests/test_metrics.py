@@ -46,7 +46,7 @@ def test_info_metrics(store_copy, run_cli, tmp_path):
     assert got[("mqtool_store_files", (("kind", "commitlog"),))] == len(list((store / "commitlog").iterdir()))
     per_topic = Counter(l["topic"] for l in expected_read("multifile") if l["type"] == "message")
     for topic, count in per_topic.items():
-        assert got[("mqtool_topic_messages", (("topic", topic),))] == count
+        assert got[("mqtool_queue_messages", (("topic", topic),))] == count
     assert got[("mqtool_clean_shutdown", ())] == 1 and got[("mqtool_problems", (("kind", "all"),))] == 0
 
 

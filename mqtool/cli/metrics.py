@@ -116,8 +116,8 @@ def info_metrics(store, info: dict) -> Metrics:
     for q in info["queues"]:
         per_topic[q["topic"]] = per_topic.get(q["topic"], 0) + max(0, q["maxOffset"] - q["minOffset"])
     for topic, messages in sorted(per_topic.items()):
-        m.add("mqtool_topic_messages", "Messages the store holds per topic (its queues' max - min offsets).",
-              {"topic": topic}, messages)
+        m.add("mqtool_queue_messages", "Messages a topic's queues index (their max - min offsets; an inner "
+              "batch counts its messages).", {"topic": topic}, messages)
     m.add("mqtool_clean_shutdown", "1 when the last shutdown was clean (no abort file).", {}, info["cleanShutdown"])
     m.add("mqtool_lock_held", "1 when a live process holds the store's lock.", {}, info["lock"]["held"])
     _problems(m, {"info": len(info["problems"])} if info["problems"] else {})
@@ -129,7 +129,10 @@ def stats_metrics(stores, lines: list[dict]) -> Metrics:
     for line in lines:
         if line["type"] == "topic":
             labels = {"broker": line.get("broker", ""), "topic": line["topic"]}
-            m.add("mqtool_topic_messages", "Valid messages per topic in the commitlog.", labels, line["messages"])
+            m.add("mqtool_topic_messages", "Valid messages per topic in the commitlog, as the broker counts them "
+                  "(an inner batch: its INNER_NUM messages).", labels, line["messages"])
+            m.add("mqtool_topic_records", "Valid commitlog records per topic (an inner batch is one).", labels,
+                  line["records"])
             m.add("mqtool_topic_bytes", "Bytes (storeSize) of the valid messages per topic.", labels, line["bytes"])
             if line.get("lastStoreTimestamp"):
                 m.add("mqtool_topic_last_message_timestamp_seconds", "Store time of a topic's newest message.",

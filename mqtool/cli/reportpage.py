@@ -241,12 +241,12 @@ def _sizes(plt, data) -> tuple[str, str]:
         labels = [f"≤ {humanize.naturalsize(b, binary=True, format='%.0f')}" for b in sorted(hist)]
         ax.bar(range(len(hist)), [hist[b] for b in sorted(hist)], color=BLUE, width=0.7)
         ax.set_xticks(range(len(hist)), labels)
-        ax.set_ylabel("messages")
-        ax.set_title(f"record sizes (storeSize, powers of two): {total:,} messages", loc="left")
+        ax.set_ylabel("records")
+        ax.set_title(f"record sizes (storeSize, powers of two): {total:,} records", loc="left")
         ax.grid(axis="x", visible=False)
     fig.tight_layout()
     rows = [(f"≤ {_size(b)}", _int(n), f"{100 * n / total:.2f}") for b, n in sorted(hist.items())]
-    return _svg(plt, fig, "sizes"), _table(["size", "messages", "%"], rows, numeric=(1, 2))
+    return _svg(plt, fig, "sizes"), _table(["size", "records", "%"], rows, numeric=(1, 2))
 
 
 def _lag(plt, data) -> tuple[str, str]:

@@ -106,12 +106,12 @@ def _tables(lines, several: bool) -> None:
         for bucket, n in line["sizeHistogram"].items():
             sizes[int(bucket)] = sizes.get(int(bucket), 0) + n
     if sizes:
-        hist = output.TableStream("record sizes (storeSize)", [("up to", right), ("messages", right),
+        hist = output.TableStream("record sizes (storeSize)", [("up to", right), ("records", right),
                                                                ("%", right), ("", {})])
         peak = max(sizes.values())
         for bucket, n in sorted(sizes.items()):
             hist.add(humanize.naturalsize(bucket, binary=True, format="%.0f"), f"{n:,}",
-                     f"{100 * n / total['messages']:.2f}", "#" * max(1, round(30 * n / peak)))
+                     f"{100 * n / total['records']:.2f}", "#" * max(1, round(30 * n / peak)))
         hist.flush()
 
     timers = [l for l in lines if l["type"] == "timer"]
