@@ -304,8 +304,10 @@ def _timer(plt, data) -> tuple[str, str]:
         ax.bar(x, list(timer["byHour"].values()), np.timedelta64(3000, "s"), color=ORANGE, align="edge")
         ax.set_ylabel("timer messages due")
         _hours_axis(ax, hours)
-        ax.set_title(f"timer backlog by due hour (UTC): {timer['pending']:,} pending, delivered up to "
-                     f"{_time(timer['lastReadTimeMs'])}", loc="left")
+        ax.set_title(f"timer backlog by due hour (UTC): {timer['pending']:,} pending ({timer['recalled']:,} "
+                     f"recalled"
+                     + (f"; {timer['deliverable']:,} on the slots' chains" if timer["deliverable"] != timer["pending"]
+                        else "") + f"), delivered up to {_time(timer['lastReadTimeMs'])}", loc="left")
         rows = [(_hour(int(h)), _int(n)) for h, n in timer["byHour"].items()]
     fig.tight_layout()
     return _svg(plt, fig, "timer"), _table(["due hour (UTC)", "pending timer messages"], rows, numeric=(1,))

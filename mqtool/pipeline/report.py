@@ -18,7 +18,7 @@ from mqtool.forensics import lag as lagmod
 from mqtool.forensics import storeinfo
 from mqtool.pipeline import plan, storestats
 from mqtool.pipeline.local import LocalEngine
-from mqtool.storage import fsutil, timerstore
+from mqtool.storage import commitlog, fsutil, timerstore, timerview
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import store_config_for_write
 
@@ -192,15 +192,17 @@ def _lag(layout, problems, notes) -> dict:
 
 
 def _timer(layout) -> dict | None:
-    """The timer store's pending messages by the hour they are due (None without a timer store)."""
+    """The timer store's messages to deliver by the hour they are due (None without a timer
+    store), counted as info, stats and dump count them (timerview.summary)."""
     if not timerstore.exists(layout) or layout.is_dledger():
         return None
-    hours: dict = {}
-    with timerstore.TimerStore(layout) as ts:
-        for unit in ts.pending_units():
-            if not unit.is_delete:
-                hour = unit.delivery_ms // HOUR_MS
-                hours[hour] = hours.get(hour, 0) + 1
-        read_to = ts.read_time_ms
-    return {"byHour": dict(sorted(hours.items())), "pending": sum(hours.values()), "lastReadTimeMs": read_to,
-            "lastReadTime": storeinfo.iso(read_to)}
+    queue = commitlog.open_queue(layout)
+    try:
+        with timerview.open_view(layout, queue) as view:
+            counts = timerview.summary(view)
+            hours = timerview.deliverable_by_hour(view, HOUR_MS)
+    finally:
+        queue.close()
+    return {"byHour": hours, "pending": counts["pending"], "deliverable": counts["deliverable"],
+            "recalled": counts["recalled"], "lastReadTimeMs": counts["lastReadTimeMs"],
+            "lastReadTime": storeinfo.iso(counts["lastReadTimeMs"])}
