@@ -53,6 +53,18 @@ def test_report_writes_one_page_with_every_chart_and_its_numbers(page, run_cli):
     assert "offset 600 is 12 above the queue&#x27;s max offset 588" in text
 
 
+def test_the_lag_card_is_one_groups_lag_never_a_sum_over_groups(store_copy, run_cli, tmp_path):
+    store = store_copy("basic")      # 50 messages on BasicTopic's 4 queues
+    queues = {q["queueId"]: q["maxOffset"] for q in run_cli("info", store, "--json").json_lines()[0]["queues"]
+              if q["topic"] == "BasicTopic"}
+    write_offsets(store, {"BasicTopic@early": {q: 0 for q in queues}, "BasicTopic@late": {q: 2 for q in queues}})
+    out = tmp_path / "r.html"
+    assert run_cli("report", store, "-o", out).code == 0
+    cards = dict((k, v) for v, k in re.findall(r"<div class=v>([^<]*)</div><div class=k>([^<]*)</div>",
+                                                out.read_text(encoding="utf-8")))
+    assert cards["messages not consumed by early (most behind group)"] == f"{sum(queues.values()):,}"
+
+
 def test_report_is_read_only(store_copy, run_cli, tmp_path):
     store = store_copy("multifile")
     write_offsets(store, {"OrderTopic@billing": {0: 10}})

@@ -412,6 +412,15 @@ footer { color: #888; font-size: 12px; text-align: center; padding: 12px; }
 """
 
 
+def _behind(groups) -> tuple:
+    """The card of the group furthest behind: lag is per group (each group reads every message of
+    its topics), so lags of several groups are never added up."""
+    if not groups:
+        return ("messages not consumed (most behind group)", "-", False)
+    worst = max(groups, key=lambda g: (g["lagMessages"], g["group"]))
+    return (f"messages not consumed by {worst['group']} (most behind group)", _int(worst["lagMessages"]), False)
+
+
 def render(data: dict) -> str:
     """The whole page."""
     plt = _plt()
@@ -424,7 +433,7 @@ def render(data: dict) -> str:
              ("damaged records / problems", f"{stats['damagedRecords']:,} / {stats['problems']:,}",
               bool(stats["problems"])),
              ("consumer groups", _int(len(lag["groups"])), False),
-             ("messages not consumed", _int(sum(g["lagMessages"] for g in lag["groups"])), False),
+             _behind(lag["groups"]),
              ("offsets out of range", _int(sum(g["outOfRange"] for g in lag["groups"])),
               any(g["outOfRange"] for g in lag["groups"])),
              ("disk used", _pct(clean["disk"]["ratio"]) if clean else "-",
