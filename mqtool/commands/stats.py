@@ -64,7 +64,7 @@ def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, 
                         f"the others hold {others})")
         _tables(lines, several=len(found) > 1)
     if prometheus:
-        metrics.write(prometheus, metrics.stats_metrics(stores, lines))
+        metrics.write(prometheus, metrics.stats_metrics([s.root for s in found], lines))
     total = lines[-1]
     if total["problems"]:
         damaged = [l for l in lines if l["type"] == "store" and l["problems"]]
