@@ -96,6 +96,17 @@ def test_info_shows_everything_and_exits_1_on_what_is_wrong(store_copy, run_cli)
     assert table.err == result.err
 
 
+def test_info_names_the_consume_queue_file_of_unexpected_size_by_its_path(store_copy, run_cli):
+    store = store_copy("basic")
+    victim = store / "consumequeue" / "BasicTopic" / "2" / "00000000000000000000"
+    with open(victim, "ab") as fh:
+        fh.write(b"x")
+    result = run_cli("info", store)
+    assert result.code == 1
+    assert result.err.startswith("mqtool: consumequeue/BasicTopic/2/00000000000000000000: unexpected size"), result.err
+    assert "consumequeue/BasicTopic/2/00000000000000000000" in " ".join(result.out.split())
+
+
 @pytest.mark.parametrize("command", [
     ("info",), ("info", "--json"),
     ("dump", "{store}", "commitlog"), ("dump", "{store}", "commitlog", "--json"),

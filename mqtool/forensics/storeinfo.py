@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from mqtool.errors import MqError
+from mqtool.forensics.dumpwalk import relative_paths
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
@@ -63,11 +64,11 @@ def commitlog_extent(layout, queue=None) -> dict:
             queue.close()
 
 
-def _kind_summary(files, expected_size=None) -> dict:
+def _kind_summary(files, expected_size=None, display=str) -> dict:
     total = sum(f.size for f in files)
     out = {"files": len(files), "bytes": total}
-    if expected_size is not None:
-        odd = [f.name for f in files if f.size != expected_size or not is_offset_name(f.name)]
+    if expected_size is not None:    # oddFiles: their paths (display: as the store's root shows them)
+        odd = [display(f.path) for f in files if f.size != expected_size or not is_offset_name(f.name)]
         if odd:
             out["oddFiles"] = odd
         out["fileSize"] = expected_size
@@ -112,7 +113,7 @@ def gather(layout) -> dict:
     info["features"] = sorted(found.features - {"store", "mqtool", "config"})
     info["unchecked"] = unchecked(found)
     cl_files = layout.commitlog_files()
-    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size())
+    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size(), relative_paths(layout.root))
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
     if layout.mixed_dledger:
         info["commitlog"].update({"minOffset": 0, "maxOffset": 0, "files": len(cl_files),
@@ -137,7 +138,7 @@ def gather(layout) -> dict:
         finally:
             cq.close()
     queues.extend(batch_queues(layout, info["commitlog"]["minOffset"]))
-    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size())
+    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size(), relative_paths(layout.root))
     simple = [q for q in queues if q["cqType"] == "SimpleCQ"]
     info["consumequeue"]["queues"] = len(simple)
     info["consumequeue"]["topics"] = len({q["topic"] for q in simple})
@@ -222,8 +223,9 @@ def problems_shown(info: dict) -> list[str]:
     """What gather() saw wrong, one line each (info exits 1 when there is any)."""
     problems = []
     for kind in ("commitlog", "consumequeue"):
-        for name in info[kind].get("oddFiles") or []:
-            problems.append(f"{kind}/{name}: unexpected size or name")
+        for path in info[kind].get("oddFiles") or []:
+            problems.append(f"{path}: unexpected size or name (a {kind} file is {info[kind]['fileSize']:,} bytes, "
+                            "named by the offset it starts at)")
     for header in info["indexFiles"]:
         if "error" in header:
             problems.append(f"index/{header['name']}: {header['error']}")
