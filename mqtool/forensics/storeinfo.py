@@ -36,10 +36,11 @@ def commitlog_extent(layout, queue=None) -> dict:
             return {"minOffset": 0, "maxOffset": 0, "files": 0}
         max_offset = files[0].file_from_offset
         first_time = last_time = None
-        problems = 0
+        problems, first_problem = 0, None
         for mf in reversed(files):
             end = None
-            for entry in commitlog.walk_file(mf, check_crc=False, is_last=(mf is files[-1])):
+            # is_last: every later file was walked and holds no data (a crash leaves empty ones)
+            for entry in commitlog.walk_file(mf, check_crc=False, is_last=True):
                 if isinstance(entry, Record):
                     end = entry.offset + entry.total_size
                     last_time = entry.store_timestamp
@@ -49,6 +50,9 @@ def commitlog_extent(layout, queue=None) -> dict:
                     end = max(end or 0, entry.offset)
                 elif isinstance(entry, Problem):
                     problems += 1
+                    if first_problem is None:
+                        first_problem = (f"{relative_paths(layout.root)(entry.path)} at byte {entry.file_offset}: "
+                                         f"{entry.message}")
             if end is not None and end > mf.file_from_offset:
                 max_offset = end
                 break
@@ -58,7 +62,7 @@ def commitlog_extent(layout, queue=None) -> dict:
                 break
         return {"minOffset": files[0].file_from_offset, "maxOffset": max_offset, "files": len(files),
                 "firstStoreTimestamp": first_time, "lastStoreTimestamp": last_time,
-                "problemsInLastFile": problems}
+                "problemsInLastFile": problems, "firstProblemInLastFile": first_problem}
     finally:
         if own:
             queue.close()
@@ -226,6 +230,10 @@ def problems_shown(info: dict) -> list[str]:
         for path in info[kind].get("oddFiles") or []:
             problems.append(f"{path}: unexpected size or name (a {kind} file is {info[kind]['fileSize']:,} bytes, "
                             "named by the offset it starts at)")
+    if info["commitlog"].get("firstProblemInLastFile"):    # where the data ends: damage there is not the end
+        more = info["commitlog"]["problemsInLastFile"] - 1
+        problems.append(info["commitlog"]["firstProblemInLastFile"]
+                        + (f" (and {more} more in that file)" if more else "") + "; `mqtool verify-crc` checks it all")
     for header in info["indexFiles"]:
         if "error" in header:
             problems.append(f"index/{header['name']}: {header['error']}")
