@@ -159,6 +159,34 @@ def test_a_damaged_offsets_file_is_reported_with_exit_1(store_copy, run_cli, cas
     assert expected in summary["problems"][0] and expected in result.err
 
 
+@pytest.mark.parametrize("content, says", [
+    ('{"offsetTable":{"OrderTopic@g":{"0":"abc"}}}', 'offsetTable["OrderTopic@g"] holds "0": the string "abc"; '
+                                                     "it should be {queueId: offset}, whole numbers"),
+    ("[1, 2]", 'the file holds a list; it should be an object with an offsetTable: {"topic@group": '
+               "{queueId: offset}}"),
+    ('{"offsetTable":{"OrderTopic@g":[1]}}', 'offsetTable["OrderTopic@g"] is a list; it should be an object'),
+])
+def test_an_offsets_file_of_another_shape_says_what_it_should_hold(content, says, store_copy, run_cli):
+    store = store_copy("multifile")
+    (store / "config" / "consumerOffset.json").write_text(content)
+    result = run_cli("lag", store)
+    assert result.code == 1 and says in result.err, result.err
+    for python in ("invalid literal", "object has no attribute", "Traceback", "int()"):
+        assert python not in result.err
+
+
+def test_a_negative_offset_is_no_deleted_message(store_copy, run_cli):
+    store = store_copy("multifile")
+    write_offsets(store, {"OrderTopic@g": {0: -5}})
+    result = run_cli("lag", store, "--json")
+    assert result.code == 1
+    line = lines_of(result)[("g", "OrderTopic", 0)]
+    assert (line["status"], line["skippedMessages"], line["outOfRange"]) == ("negative", 0, True)
+    assert line["lagMessages"] == line["maxOffset"] - line["minOffset"]
+    problem = result.json_lines()[-1]["problems"][0]
+    assert "offset -5 is negative" in problem and "deleted" not in problem
+
+
 def test_delay_levels_are_the_schedulers_lag(store_copy, run_cli):
     store = store_copy("features")
     view = {(l["topic"], l["queueId"]): l for l in load_jsonl(FIXTURES / "rocketmq-4.9.8/features/expected-read.jsonl")

@@ -34,9 +34,9 @@ from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage import batchqueue, commitlog, consumequeue, offsets
 from mqtool.storage.consumequeue import queue_min_offset
 
-OK, BELOW_MIN, ABOVE_MAX, NEVER, UNKNOWN_TOPIC, UNKNOWN_QUEUE = (
-    "ok", "below-min", "above-max", "never-committed", "unknown-topic", "unknown-queue")
-OUT_OF_RANGE = (BELOW_MIN, ABOVE_MAX)
+OK, BELOW_MIN, ABOVE_MAX, NEVER, UNKNOWN_TOPIC, UNKNOWN_QUEUE, NEGATIVE = (
+    "ok", "below-min", "above-max", "never-committed", "unknown-topic", "unknown-queue", "negative")
+OUT_OF_RANGE = (BELOW_MIN, ABOVE_MAX, NEGATIVE)
 DELAY_GROUP = "(delay scheduler)"
 _FEW = 512
 _units = functools.cache(unit_dtype)
@@ -229,6 +229,9 @@ def _judge(line: QueueLag, queue: _Queue | None, topic_known: bool) -> int | Non
     if line.committed is None:
         line.status = NEVER
         start = queue.min
+    elif line.committed < 0:       # no message has one: a damaged or edited file, not deleted messages
+        line.status = NEGATIVE
+        start = queue.min
     elif line.committed < queue.min:
         line.status, line.skipped = BELOW_MIN, queue.min - line.committed
         start = queue.min
@@ -336,6 +339,10 @@ def _delay_levels(layout) -> list[int]:
 def _problem(q: QueueLag) -> str:
     who = f"delay level {q.level}" if q.level is not None else f"group {q.group}"
     where = f"{q.topic}/{q.queue_id}"
+    if q.status == NEGATIVE:
+        return (f"{who} on {where}: offset {q.committed} is negative, and no message has a queue offset below 0 "
+                f"(the offsets file is damaged or was edited); its lag is counted from the queue's min offset "
+                f"{q.min_offset}")
     if q.status == BELOW_MIN:
         return (f"{who} on {where}: offset {q.committed} is below the queue's min offset {q.min_offset}: "
                 f"{q.skipped} message(s) were deleted before it read them (the consumer skips them)")
