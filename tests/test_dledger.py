@@ -360,6 +360,11 @@ def test_diff_of_a_peer_that_fell_behind(order, extracted, run_cli):
     assert n0["entryAtDivergence"] == {"index": 100, "term": 1, "pos": entry_100["pos"]}
     assert (summary["onlyInA"], summary["onlyInB"]) == ((100, 0) if first == "n0" else (0, 100))
     assert summary["commonRecords"] == 100
+    short = "B" if first == "n0" else "A"      # n2 holds the first 100 of n0's 200: behind, not diverged
+    assert summary["endsEarlier"] == short
+    text = run_cli("diff", extracted(f"dledger3-{first}"), extracted(f"dledger3-{second}"))
+    assert f"{short} ends earlier" in text.out and "diverged at" not in text.out + text.err
+    assert f"({short} ends earlier, at offset {summary['divergedAt']})" in text.err
     assert snapshot(extracted("dledger3-n2")) == before
 
 
