@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers.sigint import default_sigint
 
 from conftest import UNDAMAGED, expected_read
 from helpers.lockholder import holding_lock
@@ -310,10 +311,22 @@ def test_dump_limit_stops_reading(extracted, run_cli):
 def test_ctrl_c_exits_130_without_a_traceback(extracted):
     mqtool = os.path.join(os.path.dirname(sys.executable), "mqtool")
     proc = subprocess.Popen([mqtool, "dump", str(extracted("multifile")), "commitlog", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
     proc.stdout.read(4096)          # it is running and blocked on a full pipe now
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert b"Traceback" not in err
     assert err.decode().strip() == "mqtool: interrupted"
+
+
+def test_the_interrupt_tests_hold_when_the_runner_ignores_sigint(tmp_path):
+    """A suite run in the background inherits SIGINT ignored: the Ctrl-C tests give their
+    children the default back (helpers.sigint), so they test Ctrl-C there too."""
+    runner = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "sys.exit(subprocess.call(sys.argv[1:]))")
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", runner, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--basetemp={tmp_path / 'inner'}", "-k", "ctrl_c", os.path.join(here, "test_combine.py"), os.path.join(here, "test_info_and_layout.py")],
+                          capture_output=True, text=True, timeout=300, cwd=os.path.dirname(here))
+    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
