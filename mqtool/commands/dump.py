@@ -66,7 +66,8 @@ def cli(run, target, kind, config_path, settings, as_json, topics, queues, offse
             raise UsageError("give KIND after STORE: " + ", ".join(KINDS))
         layout = open_layout(target, config_path, settings)
         run.reading([layout])
-        _say_unknown_topics(layout, topics)
+        if kind in ("commitlog", "consumequeue", "batchconsumequeue"):   # (timer kinds filter on the real topic)
+            _say_unknown_topics(layout, topics)
         dump = Dump(kind, dump_options, layout=layout)
     dumpview.render(dump)
     found = dump.problems_found()
@@ -84,5 +85,5 @@ def _say_unknown_topics(layout, topics) -> None:
     for topic in topics:
         if topic not in known:
             shown = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
-            output.note(f"note: the store has no queue of topic {topic}, so nothing of it is shown"
+            output.note(f"note: the store has no queue of topic {topic}"
                         + (f" (its topics: {shown})" if known else " (it has no queues)"))
