@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers.sigint import default_sigint
 
 from conftest import UNDAMAGED, expected_read
 from helpers.lockholder import holding_lock
@@ -94,6 +95,17 @@ def test_info_shows_everything_and_exits_1_on_what_is_wrong(store_copy, run_cli)
     assert "indexCount is out of range" in table.out and "checkpoint is 10 bytes" in table.out
     assert "BasicTopic" in table.out
     assert table.err == result.err
+
+
+def test_info_names_the_consume_queue_file_of_unexpected_size_by_its_path(store_copy, run_cli):
+    store = store_copy("basic")
+    victim = store / "consumequeue" / "BasicTopic" / "2" / "00000000000000000000"
+    with open(victim, "ab") as fh:
+        fh.write(b"x")
+    result = run_cli("info", store)
+    assert result.code == 1
+    assert result.err.startswith("mqtool: consumequeue/BasicTopic/2/00000000000000000000: unexpected size"), result.err
+    assert "consumequeue/BasicTopic/2/00000000000000000000" in " ".join(result.out.split())
 
 
 @pytest.mark.parametrize("command", [
@@ -309,10 +321,22 @@ def test_dump_limit_stops_reading(extracted, run_cli):
 def test_ctrl_c_exits_130_without_a_traceback(extracted):
     mqtool = os.path.join(os.path.dirname(sys.executable), "mqtool")
     proc = subprocess.Popen([mqtool, "dump", str(extracted("multifile")), "commitlog", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
     proc.stdout.read(4096)          # it is running and blocked on a full pipe now
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert b"Traceback" not in err
     assert err.decode().strip() == "mqtool: interrupted"
+
+
+def test_the_interrupt_tests_hold_when_the_runner_ignores_sigint(tmp_path):
+    """A suite run in the background inherits SIGINT ignored: the Ctrl-C tests give their
+    children the default back (helpers.sigint), so they test Ctrl-C there too."""
+    runner = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "sys.exit(subprocess.call(sys.argv[1:]))")
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", runner, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--basetemp={tmp_path / 'inner'}", "-k", "ctrl_c", os.path.join(here, "test_combine.py"), os.path.join(here, "test_info_and_layout.py")],
+                          capture_output=True, text=True, timeout=300, cwd=os.path.dirname(here))
+    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]

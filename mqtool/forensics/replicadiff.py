@@ -57,9 +57,19 @@ class DiffResult:
     def same(self) -> bool:
         return self.a.only == 0 and self.b.only == 0
 
+    @property
+    def ends_earlier(self) -> str | None:
+        """"A" or "B" when that replica holds a prefix of the other (the same records, then it ends:
+        a follower behind, not a divergence); None otherwise."""
+        if self.reason == "B ends here" and self.b.only == 0:
+            return "B"
+        if self.reason == "A ends here" and self.a.only == 0:
+            return "A"
+        return None
+
     def to_json(self) -> dict:
         return {"type": "summary", "same": self.same, "commonRecords": self.common,
-                "divergedAt": self.diverged_at, "reason": self.reason, "heldByBothPastDivergence": self.retried,
+                "divergedAt": self.diverged_at, "reason": self.reason, "endsEarlier": self.ends_earlier, "heldByBothPastDivergence": self.retried,
                 "onlyInA": self.a.only, "onlyInB": self.b.only, "a": self.a.to_json(), "b": self.b.to_json()}
 
 

@@ -230,9 +230,12 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
         if nxt < 0:
             last = written_end(buf, pos, limit)
             damaged_end = last if last > pos else pos + 8
-            yield Problem(err.kind, path, pos, base + pos,
-                          f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
-                          skipped=damaged_end - pos)
+            if getattr(err, "truncated", None):      # a true record the file's end cuts off, nothing after it
+                yield Problem("truncated", path, pos, base + pos, err.truncated, skipped=damaged_end - pos)
+            else:
+                yield Problem(err.kind, path, pos, base + pos,
+                              f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
+                              skipped=damaged_end - pos)
             if _first_nonzero(buf, damaged_end, limit, mf) < 0:
                 yield EndOfData(base + pos, path)
             return

@@ -570,6 +570,20 @@ def read_ledger(layout, queue) -> Ledger:
     return ledger
 
 
+def first_entry(queue) -> bytes | None:
+    """Entry 0, header and body, while the first data file still holds it (None otherwise): the
+    replicas of one DLedger group hold the same bytes there (the leader's entry, copied), two
+    groups never do (its record has its own store time, host and message id)."""
+    files = queue.files
+    if not files or files[0].file_from_offset != 0:
+        return None
+    for item in walk_entries(files[0], stop=None, is_last=len(files) == 1):
+        if isinstance(item, Entry) and item.header.index == 0:
+            return bytes(files[0].buf[item.file_pos:item.file_pos + item.header.size])
+        return None
+    return None
+
+
 def follows(header, before) -> bool:
     """Does an entry follow the one before it in a ledger, as DLedgerMmapFileStore.recover asks
     (index one more, term not lower)?  The vectorised form is chain_problems."""
