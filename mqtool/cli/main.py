@@ -33,11 +33,13 @@ from mqtool.commands import (
     report,
     salvage,
     stats,
+    track,
+    transactions,
     verify_crc,
 )
 
 COMMANDS = [info.cli, dump.cli, append.cli, verify_crc.cli, recover.cli, rebuild_cq.cli, salvage.cli, lookup_by_key.cli, lookup_by_id.cli, get.cli, clean.cli,
-            export.cli, stats.cli, lag.cli, report.cli, diff.cli]
+            export.cli, stats.cli, lag.cli, report.cli, diff.cli, track.cli, transactions.cli]
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141

@@ -57,3 +57,19 @@ def prometheus_option(func):
     return click.option("--prometheus", "prometheus", metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
                         help="Also write the results as metrics in node_exporter's textfile collector format "
                              "(written to a temporary file and renamed, so a scrape never reads half a file).")(func)
+
+
+def at_option(func):
+    """--at TIME: the moment what is due, waiting or stuck is judged at (epoch ms), now by default."""
+    return click.option("--at", "now_ms", metavar="TIME", callback=_moment,
+                        help="Judge what is due, overdue or waiting as of TIME (epoch ms or ISO 8601) instead "
+                             "of now: for a broker that stopped, the time it stopped.")(func)
+
+
+def _moment(ctx, param, value):
+    import time
+
+    from mqtool.storage.settings import parse_time
+
+    moment = parse_time(value, "--at")
+    return int(time.time() * 1000) if moment is None else moment

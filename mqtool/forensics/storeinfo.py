@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from mqtool.errors import MqError
+from mqtool.forensics.dumpwalk import relative_paths
 from mqtool.formats import markers
 from mqtool.formats.commitlog import BLANK_HEADER_SIZE, Blank, Record, RecordError, decode_entry
 from mqtool.formats.filenames import is_index_name, is_offset_name
 from mqtool.formats.written import written_end
 from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore, timerview
+from mqtool.storage.commitlog import Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.layout import is_new_store
@@ -30,9 +32,8 @@ COMPILED_FROM = 32 << 20   # bytes to walk from which loading the compiled walk 
 def commitlog_extent(layout, queue=None) -> dict:
     """Min and max commitlog offsets: the first file's start, and where the broker's recovery ends
     the data (engine.recovery.walk_for_recovery from the third-last file, checkCRCOnRecover as
-    configured: never more than three files, by the compiled walk from COMPILED_FROM bytes on).  problemsInLastFile: 1 when
-    written bytes lie past that end (a record that is not valid, garbage after the last one, a
-    later file holding data), which recovery would cut; else 0."""
+    configured: never more than three files, by the compiled walk from COMPILED_FROM bytes on);
+    what lies past that end (_past_the_end)."""
     from mqtool.engine import recovery   # at use: the compiled walk and its kernels
 
     own = queue is None
@@ -46,16 +47,37 @@ def commitlog_extent(layout, queue=None) -> dict:
         last_stored: list = []
         cut, data_end, stop, _ = recovery.walk_for_recovery(queue, start, layout.config.checkCRCOnRecover,
                                                             last_stored=last_stored, compiled=walked >= COMPILED_FROM)
-        beyond = stop is not None or (data_end > cut and not _blank_at(queue, cut, data_end)) or any(
-            written_end(mf.buf, 0, min(mf.file_size, mf.data_end)) > 0
-            for mf in files if mf.file_from_offset > cut)
         return {"minOffset": files[0].file_from_offset, "maxOffset": cut, "files": len(files),
                 "firstStoreTimestamp": _first_store_time(files[0], len(files) == 1),
                 "lastStoreTimestamp": last_stored[-1] if last_stored else None,
-                "problemsInLastFile": int(beyond)}
+                **_past_the_end(queue, cut, data_end, stop, relative_paths(layout.root))}
     finally:
         if own:
             queue.close()
+
+
+def _past_the_end(queue, cut: int, data_end: int, stop, display) -> dict:
+    """problemsInLastFile (1 or 0) and firstProblemInLastFile (what, where): written bytes past
+    where the broker's recovery ends the data, which it would cut (a record that is not valid,
+    garbage after the last one, a later file holding data)."""
+    found = None
+    if stop is not None:
+        mf = queue.find_by_offset(stop.offset)
+        for entry in commitlog.walk_file(mf, start=stop.file_offset, check_crc=False, is_last=True):
+            if isinstance(entry, Problem):     # the walker's own account (a file cut inside a record...)
+                stop = entry
+            break
+        found = f"{display(stop.path)} at byte {stop.file_offset}: {stop.message}"
+    elif data_end > cut and not _blank_at(queue, cut, data_end):
+        mf = queue.find_by_offset(cut)
+        found = (f"{display(mf.path)} at byte {cut - mf.file_from_offset}: {data_end - cut:,} written bytes "
+                 "after the end of the data")
+    else:
+        later = [mf for mf in queue.files if mf.file_from_offset > cut
+                 and written_end(mf.buf, 0, min(mf.file_size, mf.data_end)) > 0]
+        if later:
+            found = f"{display(later[0].path)}: holds data, but the data ends before it, at {cut}"
+    return {"problemsInLastFile": int(found is not None), "firstProblemInLastFile": found}
 
 
 def _blank_at(queue, cut: int, data_end: int) -> bool:
@@ -79,11 +101,11 @@ def _first_store_time(mf, is_last: bool) -> int | None:
     return None
 
 
-def _kind_summary(files, expected_size=None) -> dict:
+def _kind_summary(files, expected_size=None, display=str) -> dict:
     total = sum(f.size for f in files)
     out = {"files": len(files), "bytes": total}
-    if expected_size is not None:
-        odd = [f.name for f in files if f.size != expected_size or not is_offset_name(f.name)]
+    if expected_size is not None:    # oddFiles: their paths (display: as the store's root shows them)
+        odd = [display(f.path) for f in files if f.size != expected_size or not is_offset_name(f.name)]
         if odd:
             out["oddFiles"] = odd
         out["fileSize"] = expected_size
@@ -93,7 +115,7 @@ def _kind_summary(files, expected_size=None) -> dict:
 def timer_summary(layout) -> dict | None:
     """The 5.x timer store at a glance: its files and the pending timer messages per real topic
     (None without one)."""
-    if not timerstore.exists(layout) or layout.mixed_dledger:
+    if not timerstore.exists(layout):
         return None
     queue = commitlog.open_queue(layout)
     try:
@@ -128,16 +150,14 @@ def gather(layout) -> dict:
     info["features"] = sorted(found.features - {"store", "mqtool", "config"})
     info["unchecked"] = unchecked(found)
     cl_files = layout.commitlog_files()
-    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size())
+    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size(), relative_paths(layout.root))
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
-    if layout.mixed_dledger:
-        info["commitlog"].update({"minOffset": 0, "maxOffset": 0, "files": len(cl_files),
-                                  "notRead": layout.mixed_dledger})
-    else:
-        info["commitlog"].update(commitlog_extent(layout))
+    info["commitlog"].update(commitlog_extent(layout))
     if layout.is_dledger():
         with commitlog.open_queue(layout) as queue:
             info["dledger"] = dledger.read_ledger(layout, queue).to_json()
+            info["division"] = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
+            info["movedByHand"] = [str(p) for p in dledger.moved_files(queue)]
 
     queues = []
     cq_files = []
@@ -153,7 +173,7 @@ def gather(layout) -> dict:
         finally:
             cq.close()
     queues.extend(batch_queues(layout, info["commitlog"]["minOffset"]))
-    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size())
+    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size(), relative_paths(layout.root))
     simple = [q for q in queues if q["cqType"] == "SimpleCQ"]
     info["consumequeue"]["queues"] = len(simple)
     info["consumequeue"]["topics"] = len({q["topic"] for q in simple})
@@ -219,6 +239,22 @@ def gather(layout) -> dict:
     return info
 
 
+def division_text(division: dict) -> str:
+    """One line on a store switched to DLedger mode (commitlog.describe_division)."""
+    blank = division["blank"]
+    old_end = (f"its records end at {division['oldDataEnd']} with the BLANK the switch wrote ({blank['size']} bytes"
+               + ("" if blank["reachesFileEnd"] else ", NOT reaching the file's end") + ")" if blank else
+               f"its data ends at {division['oldDataEnd']} WITHOUT the BLANK the switch writes")
+    if division["pending"]:
+        return (f"DLedger has no data yet: a broker's next start in DLedger mode recovers the old commitlog "
+                f"({division['oldFiles']} file(s), data to {division['oldDataEnd']}), writes a BLANK at its end and "
+                f"divides at {division['dividedCommitlogOffset']}")
+    where = "the old last file's end" if division["atOldEnd"] else "NOT the old last file's end"
+    return (f"old commitlog below dividedCommitlogOffset {division['dividedCommitlogOffset']} ({where}): "
+            f"{division['oldFiles']} file(s) from {division['oldMinOffset']}, {old_end}; DLedger entries above, "
+            f"{division['dledgerFiles']} data file(s) ({division['setting']})")
+
+
 def unchecked(found) -> list[str]:
     """What mqtool reads of this store only in part, one line per feature, naming its files."""
     out = []
@@ -238,13 +274,20 @@ def problems_shown(info: dict) -> list[str]:
     """What gather() saw wrong, one line each (info exits 1 when there is any)."""
     problems = []
     for kind in ("commitlog", "consumequeue"):
-        for name in info[kind].get("oddFiles") or []:
-            problems.append(f"{kind}/{name}: unexpected size or name")
+        for path in info[kind].get("oddFiles") or []:
+            problems.append(f"{path}: unexpected size or name (a {kind} file is {info[kind]['fileSize']:,} bytes, "
+                            "named by the offset it starts at)")
+    if info["commitlog"].get("firstProblemInLastFile"):    # where the data ends: damage there is not the end
+        more = info["commitlog"]["problemsInLastFile"] - 1
+        problems.append(info["commitlog"]["firstProblemInLastFile"]
+                        + (f" (and {more} more in that file)" if more else "") + "; `mqtool verify-crc` checks it all")
     for header in info["indexFiles"]:
         if "error" in header:
             problems.append(f"index/{header['name']}: {header['error']}")
         for what in header.get("headerProblems", []):
             problems.append(f"index/{header['name']} {what}")
+    for path in info.get("movedByHand") or []:
+        problems.append(f"{path}: {dledger.MOVED_BY_HAND}")
     if "error" in info["checkpoint"] and not info["newStore"]:   # a new store has no checkpoint yet
         problems.append(info["checkpoint"]["error"])   # it names the file
     for config in info["configFiles"].values():
