@@ -18,7 +18,6 @@ from mqtool.storage.commitlog import Problem
 
 BODY_CUT = 48
 BLOCK_ROWS = 8192     # records a block of JSON lines (their text is in memory at once)
-RENDER_THREADS = 2    # blocks of JSON lines rendered at once (the compiled renderer releases the GIL)
 
 
 def render(dump) -> None:
@@ -42,8 +41,8 @@ def _commitlog(events, dump) -> None:
             if what == "begin":
                 delay_levels = event[2]
                 bar = opened.enter_context(output.progress(entry, "dump commitlog", enabled=options.progress))
-                if event[3]:    # blocks rendered (two at once) and written, in order, while the next is decoded
-                    rendered = opened.enter_context(Behind(workers=RENDER_THREADS))
+                if event[3]:    # each block rendered and written while the next is decoded
+                    rendered = opened.enter_context(Behind())
                     lines = _message_lines(options.body)
                 continue
             if what == "progress":
@@ -98,6 +97,8 @@ def _message_lines(body):
     return blockjson.Lines(fields)
 
 
+def _write_lines(lines, block, consts, raws) -> None:
+    output.emit_json_lines(lines.render(block, None, consts, raws))
 
 
 def _emit_records(chunk, shown, files, delay_levels, options, lines, rendered) -> None:
@@ -110,7 +111,7 @@ def _emit_records(chunk, shown, files, delay_levels, options, lines, rendered) -
         raws = {"problems": blockjson.problems_fragments(block)}
         if body:
             raws["bodyDecompressed"] = blockjson.decompressed_fragments(block, body)
-        rendered.run(lines.render, block, None, {"file": files.path}, raws, then=output.emit_json_lines)
+        rendered.run(_write_lines, lines, block, {"file": files.path}, raws)
 
 
 def _emit_record(record, found, delay_levels, options, files, table) -> None:
