@@ -8,8 +8,6 @@ from __future__ import annotations
 import click
 
 from mqtool.cli.output import note
-from mqtool.storage.config import StoreConfig, apply_settings, unknown_settings
-from mqtool.storage.settings import parse_settings
 
 
 def store_argument(func):
@@ -36,6 +34,9 @@ def config_option(func):
 def _check_settings(ctx, param, values):
     """A bad value is a usage error (exit 2) before anything runs; a key mqtool does not know is
     most likely a typo: said on stderr, and the command goes on."""
+    from mqtool.storage.config import StoreConfig, apply_settings, unknown_settings
+    from mqtool.storage.settings import parse_settings
+
     settings = parse_settings(values)
     apply_settings(StoreConfig(), settings, "--set")
     for key in unknown_settings(settings):

@@ -17,9 +17,7 @@ import os
 from contextlib import contextmanager
 
 from mqtool.cli import output
-from mqtool.engine.store import MessageStore, claim_store
 from mqtool.native.warmup import Stopwatch
-from mqtool.storage.settings import store_config_for_write
 
 
 def run(command):
@@ -45,6 +43,8 @@ class Run:
 
     def write_config(self, store, config_path, settings, *, extra_notes=(), prefix: str = "warning"):
         """A writer's settings (STORE, --config, --set), each setting warning noted on stderr."""
+        from mqtool.storage.settings import store_config_for_write
+
         config = store_config_for_write(store, config_path, settings)
         self.note_settings(config, extra_notes, prefix)
         return config
@@ -57,6 +57,8 @@ class Run:
     @contextmanager
     def claim(self, layout, writer: str, *, write: bool = True):
         """The census's refusal, then the store's lock held for the block (engine.store.claim_store)."""
+        from mqtool.engine.store import claim_store   # the engine loads only for the writers
+
         fd = claim_store(layout, writer, write=write)
         try:
             yield
@@ -64,9 +66,11 @@ class Run:
             if fd >= 0:
                 os.close(fd)
 
-    def open_store(self, config, **kwargs) -> MessageStore:
+    def open_store(self, config, **kwargs):
         """The embedded store, opened (MessageStore(config, **kwargs).open()); what its recovery
         cut first and what else opening did are noted."""
+        from mqtool.engine.store import MessageStore
+
         engine = MessageStore(config, **kwargs).open()
         recovery_notice(engine)
         return engine
