@@ -102,11 +102,12 @@ def printable(text: str) -> str:
 
 
 def utc_time(millis) -> str:
-    """A store time (epoch ms) for a table cell: ISO 8601 in UTC with a Z, or "-" for none."""
+    """A time (epoch ms) as every command prints it: ISO 8601 in UTC with a Z and milliseconds
+    (2026-11-22T00:38:25.524Z; forensics.storeinfo.iso, the JSON lines' form too), or "-" for
+    none or a value that is no time."""
     from mqtool.forensics.storeinfo import iso   # at use: every command imports this module
 
-    text = iso(millis)
-    return text.replace("+00:00", "Z") if text else "-"
+    return iso(millis) or "-"
 
 
 def note(message: str) -> None:

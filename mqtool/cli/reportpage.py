@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import html
 import io
-from datetime import datetime, timezone
 
 import humanize
 
+from mqtool.cli import output
 from mqtool.errors import UsageError
 
 TABLE_ROWS = 500          # rows of a table before "... and N more"
@@ -63,12 +63,7 @@ def _int(n) -> str:
 
 
 def _time(ms) -> str:
-    if not ms:
-        return "-"
-    try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (OverflowError, ValueError, OSError):
-        return str(ms)
+    return output.utc_time(ms)
 
 
 def _hour(hour: int) -> str:

@@ -4,8 +4,11 @@ cli/requires.py): `@requires.run` hands the command a `Run` as its first argumen
 - readers: `run.reading(layouts)` says (and with --json, emits) which store a live process holds;
 - writers: `run.write_config(...)` resolves STORE, --config and --set with each setting warning
   noted; `run.claim(layout, writer)` is the census and the lock (engine.store.claim_store, the one
-  gate the embedded store passes too); `run.open_store(config)` opens the embedded store and says
-  what its recovery cut first and what else opening did;
+  gate the embedded store passes too); `run.open_store(config)` opens the embedded store (made by
+  `run.message_store`, for the commands that open it their own way) and says what its recovery
+  cut first and what else opening did;
+- the pipeline's: `run.open_engine(engine, jobs, master, spark_conf)` (the options checked
+  together first);
 - timed runs: `run.warm_up(*loaders)` loads the compiled kernels as start-up, and
   `run.timings()` gives `seconds` and `loadSeconds` (native.warmup.Stopwatch).
 """
@@ -69,11 +72,27 @@ class Run:
     def open_store(self, config, **kwargs):
         """The embedded store, opened (MessageStore(config, **kwargs).open()); what its recovery
         cut first and what else opening did are noted."""
-        from mqtool.engine.store import MessageStore
-
-        engine = MessageStore(config, **kwargs).open()
+        engine = self.message_store(config, **kwargs).open()
         recovery_notice(engine)
         return engine
+
+    def open_engine(self, engine: str, jobs: int = 1, master=None, spark_conf=()):
+        """The pipeline engine the options chose (pipeline.engines.open_engine), after
+        options.check_engine; --jobs is the local engine's, --master and --spark-conf Spark's."""
+        from mqtool.cli.options import check_engine
+        from mqtool.pipeline import engines
+
+        check_engine(engine, master, spark_conf)
+        if engine == "spark":
+            return engines.open_engine("spark", master=master, conf=spark_conf)
+        return engines.open_engine("local", jobs=jobs)
+
+    def message_store(self, config, **kwargs):
+        """The embedded store, not opened yet (engine.store.MessageStore): the one place a
+        command makes it."""
+        from mqtool.engine.store import MessageStore
+
+        return MessageStore(config, **kwargs)
 
     def warm_up(self, *loaders) -> None:
         """Load the compiled kernels the run needs: start-up, timed apart (loadSeconds)."""

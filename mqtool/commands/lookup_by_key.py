@@ -11,8 +11,8 @@ from __future__ import annotations
 import click
 
 from mqtool.cli import options, output, requires
-from mqtool.commands import _show
-from mqtool.commands._show import plural
+from mqtool.cli import messageshow
+from mqtool.cli.messageshow import plural
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.forensics.lookup import LONG_MAX, MAX_MSGS_NUM_BATCH, StoreReader
 from mqtool.storage.settings import open_layout, parse_time
@@ -50,7 +50,7 @@ def time_options(func):
                    "index; reads every record).")
 @options.config_option
 @options.json_option
-@_show.body_options
+@options.body_options
 @options.progress_option
 @requires.run
 def cli(run, store, key, topic, begin, end, max_num, scan, config_path, settings, as_json, body_format, no_body,
@@ -75,7 +75,7 @@ def cli(run, store, key, topic, begin, end, max_num, scan, config_path, settings
                                      progress=lambda offset: bar.update(offset - start))
         else:
             result = reader.by_key(topic, key, max_num=max_num, begin=first, end=last)
-        show = _show.MessageOutput(f"{topic} / {key}", as_json, body_format, no_body)
+        show = messageshow.MessageOutput(f"{topic} / {key}", as_json, body_format, no_body)
         for found in result.messages:
             show.message(found)
         for problem in result.problems:
@@ -88,7 +88,7 @@ def cli(run, store, key, topic, begin, end, max_num, scan, config_path, settings
     if missing_index:
         raise ProblemsFound(f"no index files in {layout.index_dir}: the key cannot be looked up through "
                             "the index (use --scan to search the commitlog)")
-    _show.fail_on_problems(result.problems, [m for m in result.messages if not m.ok])
+    messageshow.fail_on_problems(result.problems, [m for m in result.messages if not m.ok])
 
 
 def _notes(result, max_num: int) -> list[str]:

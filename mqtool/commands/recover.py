@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 
 from mqtool.cli import options, output, requires
-from mqtool.cli.timerview import pending_text
+from mqtool.cli.timershow import pending_text
 from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import remedies

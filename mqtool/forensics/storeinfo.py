@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from mqtool.errors import MqError
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
@@ -13,15 +11,7 @@ from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.layout import is_new_store
-
-
-def iso(millis: int | None) -> str | None:
-    if not millis:
-        return None
-    try:
-        return datetime.fromtimestamp(millis / 1000, timezone.utc).isoformat(timespec="milliseconds")
-    except (OverflowError, ValueError, OSError):  # a damaged field: no date to show
-        return None
+from mqtool.storage.settings import iso  # noqa: F401 - the one time format, by its name here too
 
 
 def commitlog_extent(layout, queue=None) -> dict:
