@@ -67,13 +67,28 @@ def stores_argument(func):
                           type=click.Path(path_type=str))(func)
 
 
+def time_options(func):
+    """--since and --until: a window of store times, since inclusive, until exclusive."""
+    func = click.option("--until", metavar="TIME", help="Only store times < this.")(func)
+    return click.option("--since", metavar="TIME",
+                        help="Only store times >= this (epoch ms or ISO 8601, UTC unless a zone is given).")(func)
+
+
 def filter_options(func):
     """--topic, --since and --until: which messages (forensics.filters.Filters)."""
-    func = click.option("--until", metavar="TIME", help="Only store times < this.")(func)
-    func = click.option("--since", metavar="TIME",
-                        help="Only store times >= this (epoch ms or ISO 8601, UTC unless a zone is given).")(func)
-    func = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")(func)
-    return func
+    func = time_options(func)
+    return click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")(func)
+
+
+def deprecated_alias(old: str, new: str, dest: str, **kwargs):
+    """A hidden option under an old name that still works: given, it says on stderr that `new`
+    replaces it; the command reads it as `dest`."""
+    def warn(ctx, param, value):
+        if value is not None:
+            note(f"warning: {old} is deprecated; use {new}")
+        return value
+
+    return click.option(old, dest, hidden=True, callback=warn, expose_value=True, **kwargs)
 
 
 def body_options(func):
