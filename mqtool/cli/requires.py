@@ -44,12 +44,15 @@ class Run:
         """A reader: each store a live process holds is named (output.in_use)."""
         output.in_use(layouts, self.as_json, say=say)
 
-    def write_config(self, store, config_path, settings, *, extra_notes=(), prefix: str = "warning"):
-        """A writer's settings (STORE, --config, --set), each setting warning noted on stderr."""
+    def write_config(self, store, config_path, settings, *, extra_notes=(), prefix: str = "warning",
+                     say: bool = True):
+        """A writer's settings (STORE, --config, --set), each setting warning noted on stderr (with
+        say=False the command notes them itself, later: note_settings)."""
         from mqtool.storage.settings import store_config_for_write
 
         config = store_config_for_write(store, config_path, settings)
-        self.note_settings(config, extra_notes, prefix)
+        if say:
+            self.note_settings(config, extra_notes, prefix)
         return config
 
     @staticmethod
