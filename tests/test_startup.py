@@ -119,3 +119,9 @@ def test_commands_do_not_import_numba_where_the_kernels_are_built(args, extracte
     code, out, modules = _mqtool(*[a.format(store=extracted("basic")) for a in args])
     assert code == 0, out
     assert _loaded(modules, ("numba", "llvmlite", "pyarrow"), commands=False) == []
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_help_works(name, run_cli):
+    result = run_cli(name, "--help")
+    assert result.code == 0 and result.out.startswith(f"Usage: mqtool {name} ")
