@@ -32,6 +32,7 @@ ALL_FIXTURES = {
     "garbage-tail": "rocketmq-4.9.8/corrupt-tail/garbage-tail",
     "basic5": "rocketmq-5.3.3/basic5",
     "timer5": "rocketmq-5.3.3/timer5",
+    "journey5": "rocketmq-5.3.3/journey5",
 }
 # 5.3.3 stores with features switched on (README there): read by their own tests
 FEATURE_FIXTURES = {

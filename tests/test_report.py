@@ -126,7 +126,8 @@ def test_the_page_loads_in_chromium_with_no_error_no_request_and_every_chart(pag
             width, height, shapes = size
             assert width > 600 and height > 50 and shapes > 10, (ident, size)
         tables = browser.execute_script("return document.querySelectorAll('section table').length")
-        assert tables >= len(CHARTS) - 1     # the timer store's is empty here: nothing to list
+        # the timer store's, the retries' and the transactions' are empty here: nothing to list
+        assert tables >= len(CHARTS) - 3
     finally:
         browser.quit()
 
@@ -179,3 +180,25 @@ def test_the_next_clean_is_the_plan_clean_dry_run_makes(store_copy, run_cli):
         assert data["clean"] is None
         assert any(note.startswith("clean's plan is not shown") and f"process {holder.pid}" in note
                    for note in data["notes"])
+
+
+def test_where_messages_go_and_the_transactions(store_copy, run_cli, tmp_path):
+    """journey5: retries and dead letters per group are the messages the broker stored in each
+    %RETRY% and %DLQ% topic; the transactions section is `mqtool transactions`' answer."""
+    store = store_copy("journey5")
+    out = tmp_path / "r.html"
+    assert run_cli("report", store, "-o", out).code == 1       # two transactions stuck: problems
+    text = out.read_text(encoding="utf-8")
+    flows = text.split("<section id=flows>")[1].split("</section>")[0]
+    per_topic = Counter(m["topic"] for m in expected_read("journey5") if m["type"] == "message")
+    for group in ("billing", "audit"):
+        retries, dead = per_topic.get(f"%RETRY%{group}", 0), per_topic.get(f"%DLQ%{group}", 0)
+        assert f"<td>{group}</td><td class=num>{retries}</td><td class=num>{dead}</td>" in flows
+    tx = text.split("<section id=transactions>")[1].split("</section>")[0]
+    answer = run_cli("transactions", store, "--json").json_lines()
+    topic = [line for line in answer if line["type"] == "topic"][0]
+    assert (f"<td>{topic['topic']}</td><td class=num>{topic['COMMITTED']}</td><td class=num>{topic['ROLLED_BACK']}"
+            f"</td><td class=num>{topic['PENDING']}</td>") in tx
+    stuck = {t["uniqKey"] for t in answer if t["type"] == "transaction" and t["stuck"]}
+    assert stuck and all(u in tx for u in stuck)
+    assert "stuck" in text.split("<section id=problems>")[1].split("</section>")[0]

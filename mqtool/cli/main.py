@@ -38,6 +38,8 @@ COMMANDS = {
     "lag": ("lag", "Consumer lag per group, topic and queue, offline."),
     "report": ("report", "A forensic HTML report with charts."),
     "diff": ("diff", "Where two replicas diverge, and what only one holds."),
+    "track": ("track", "Where a message went: every hop, retry, delay and timer."),
+    "transactions": ("transactions", "Every transaction: committed, rolled back or pending."),
 }
 
 INTERRUPTED = 130

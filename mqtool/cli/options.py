@@ -154,3 +154,19 @@ def check_engine(engine, master, spark_conf) -> None:
         raise UsageError("--jobs is for --engine local; Spark's cores come from --master (local[N])")
     if engine == "local" and (master or spark_conf):
         raise UsageError("--master and --spark-conf need --engine spark")
+
+
+def at_option(func):
+    """--at TIME: the moment what is due, waiting or stuck is judged at (epoch ms), now by default."""
+    return click.option("--at", "now_ms", metavar="TIME", callback=_moment,
+                        help="Judge what is due, overdue or waiting as of TIME (epoch ms or ISO 8601) instead "
+                             "of now: for a broker that stopped, the time it stopped.")(func)
+
+
+def _moment(ctx, param, value):
+    import time
+
+    from mqtool.storage.settings import parse_time
+
+    moment = parse_time(value, "--at")
+    return int(time.time() * 1000) if moment is None else moment

@@ -12,6 +12,7 @@ import humanize
 
 from mqtool.cli import output
 from mqtool.errors import UsageError
+from mqtool.forensics.journey import duration
 
 TABLE_ROWS = 500          # rows of a table before "... and N more"
 TOP_TOPICS = 8            # topics drawn on their own in the per-hour charts; the rest are "other topics"
@@ -306,6 +307,75 @@ def _timer(plt, data) -> tuple[str, str]:
     return _svg(plt, fig, "timer"), _table(["due hour (UTC)", "pending timer messages"], rows, numeric=(1,))
 
 
+def _flows(plt, data) -> tuple[str, str]:
+    """Retries and dead letters per consumer group and hour: retries in blues, dead letters in reds."""
+    import numpy as np
+
+    groups = data["flows"]
+    hours = sorted({int(h) for g in groups for field in ("retriesPerHour", "deadLettersPerHour") for h in g[field]})
+    fig, ax = plt.subplots(figsize=(10, 2.8 if hours else 1.0))
+    if not hours:
+        _empty(ax, "no retries or dead letters (no %RETRY% or %DLQ% topic holds a message)")
+    else:
+        x = np.array([h * 3600 for h in hours], dtype="datetime64[s]")
+        base = np.zeros(len(hours))
+        ranked = sorted(groups, key=lambda g: -(g["retries"] + g["deadLetters"]))[:TOP_GROUPS]
+        for i, g in enumerate(ranked):
+            for field, label, color in (("retriesPerHour", "retries", PALETTE[i % len(PALETTE)]),
+                                        ("deadLettersPerHour", "dead letters", RED)):
+                values = np.array([g[field].get(h, g[field].get(str(h), 0)) for h in hours], dtype=float)
+                if values.any():
+                    ax.bar(x, values, np.timedelta64(3000, "s"), bottom=base, align="edge", color=color,
+                           label=f"{g['group']}: {label}", hatch="//" if field == "deadLettersPerHour" else None,
+                           edgecolor="white")
+                    base += values
+        ax.set_ylabel("messages per hour")
+        _hours_axis(ax, hours)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        ax.set_title(f"where messages go: {sum(g['retries'] for g in groups):,} retries and "
+                     f"{sum(g['deadLetters'] for g in groups):,} dead letters of {len(groups)} group(s)", loc="left")
+    fig.tight_layout()
+    rows = [(g["group"], _int(g["retries"]), _int(g["deadLetters"])) for g in groups]
+    return _svg(plt, fig, "flows"), _table(["group", "retries (%RETRY%group)", "dead letters (%DLQ%group)"], rows,
+                                          numeric=(1, 2))
+
+
+def _transactions(plt, data) -> tuple[str, str]:
+    tx = data["transactions"]
+    topics = tx["byTopic"] if tx else []
+    fig, ax = plt.subplots(figsize=(10, max(1.0, 0.35 * len(topics) + 0.9)))
+    if not topics:
+        _empty(ax, "no transactions (RMQ_SYS_TRANS_HALF_TOPIC holds none)")
+        return _svg(plt, fig, "transactions"), ""
+    names = [t["topic"] or "?" for t in topics][::-1]
+    left = [0] * len(topics)
+    for state, color in (("COMMITTED", BLUE), ("ROLLED_BACK", GREY), ("PENDING", ORANGE)):
+        values = [t[state] for t in topics][::-1]
+        ax.barh(range(len(topics)), values, left=left, color=color, height=0.6, label=state.lower().replace("_", " "))
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_yticks(range(len(topics)), names)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(axis="y", visible=False)
+    summary = tx["summary"]
+    ax.set_title(f"transactions per real topic: {summary['COMMITTED']:,} committed, {summary['ROLLED_BACK']:,} rolled "
+                 f"back, {summary['PENDING']:,} pending ({summary['stuck']:,} stuck)", loc="left")
+    fig.tight_layout()
+    table = _table(["topic", "committed", "rolled back", "pending", "op missing", "stuck"],
+                   [(t["topic"], _int(t["COMMITTED"]), _int(t["ROLLED_BACK"]), _int(t["PENDING"]), _int(t["opMissing"]),
+                     _int(t["stuck"])) for t in topics], numeric=(1, 2, 3, 4, 5))
+    if tx["open"]:
+        table += "<h3>Pending, and committed without an op (mqtool transactions lists them all)</h3>" + _table(
+            ["uniqKey", "keys", "producer group", "topic", "state", "checks", "first stored", "waited", "note"],
+            [(t["uniqKey"], t["keys"] or "", t["producerGroup"] or "", t["topic"] or "", t["state"], t["checkTimes"],
+              _time(t["firstStored"]), "-" if t["waitedMs"] is None else duration(t["waitedMs"]),
+              "stuck" if t["stuck"] else "op missing: the check will ask again" if t["opMissing"] else "")
+             for t in tx["open"]], numeric=(5,))
+    checks = "; ".join(f"queue {c['queueId']}: half offset {c['halfOffset']} of {c['halfMaxOffset']}, op offset "
+                       f"{c['opOffset']} of {c['opMaxOffset']}" for c in tx["checks"])
+    table += f"<p>The transaction check (CID_RMQ_SYS_TRANS): {html.escape(checks)}</p>"
+    return _svg(plt, fig, "transactions"), table
+
+
 def _disk(plt, data) -> tuple[str, str]:
     clean = data["clean"]
     fig, ax = plt.subplots(figsize=(10, 2.8))
@@ -367,6 +437,10 @@ CHARTS = [("commitlog-map", "Commitlog map", _commitlog_map,
           ("lag", "Consumer lag", _lag, "Messages each consumer group has not consumed yet (mqtool lag)."),
           ("timer", "Timer backlog", _timer, "Timer messages (5.x timer store) not delivered yet, by the hour "
            "they are due."),
+          ("flows", "Where messages go", _flows, "Messages the consumer groups sent back: retries delivered "
+           "into %RETRY%group and dead letters in %DLQ%group, per hour (mqtool track follows one message)."),
+          ("transactions", "Transactions", _transactions, "Transaction half messages: committed, rolled back, or "
+           "pending the broker's check (mqtool transactions)."),
           ("disk", "Disk and the next clean", _disk, "The disk against diskMaxUsedSpaceRatio and "
            "diskSpaceCleanForciblyRatio, and what the next clean would delete and whom it would cost.")]
 

@@ -25,7 +25,8 @@ from mqtool.storage.settings import open_layout
 @requires.run
 def cli(run, store, config_path, settings, as_json, out, jobs):
     """A forensic report with pictures: commitlog map, messages and bytes per hour, sizes, consumer lag,
-    timer backlog, and the disk against the broker's levels with what the next clean would cost."""
+    timer backlog, retries and dead letters, transactions, and the disk against the broker's levels
+    with what the next clean would cost."""
     reportpage.check()
     run.reading([open_layout(store, config_path, settings)])
     data = report.gather(store, config_path, settings, jobs=jobs)

@@ -113,6 +113,15 @@ def _tables(lines, several: bool) -> None:
                      f"{100 * n / total['messages']:.2f}", "#" * max(1, round(30 * n / peak)))
         hist.flush()
 
+    groups = [l for l in lines if l["type"] == "group"]
+    if groups:
+        gt = output.TableStream("retries and dead letters per consumer group (%RETRY%group, %DLQ%group)", lead + [
+            ("group", {}), ("retries", right), ("dead letters", right)])
+        for line in groups:
+            gt.add(*([line["broker"]] if several else []), line["group"], f"{line['retries']:,}",
+                   f"{line['deadLetters']:,}")
+        gt.flush()
+
     timers = [l for l in lines if l["type"] == "timer"]
     if timers:
         tt = output.TableStream("pending timer messages (timer store)", lead + [("real topic", {}),

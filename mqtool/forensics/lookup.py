@@ -245,6 +245,19 @@ class StoreReader:
         return result
 
     # ------------------------------------------------------------------ scan
+    def records(self, problems: list, progress=None):
+        """Every record of the commitlog, in order: the one walk the scans share. What is not a
+        record goes to problems; progress(offset) is called about once a MiB."""
+        next_report = 0
+        for entry in commitlog.walk(self.commitlog, path_display=self.display):
+            if isinstance(entry, Problem):
+                problems.append(entry)
+            elif isinstance(entry, Record):
+                if progress is not None and entry.offset >= next_report:
+                    progress(entry.offset)
+                    next_report = entry.offset + (1 << 20)
+                yield entry
+
     def scan(self, topic: str | None, key: str, *, max_num: int | None = None, begin: int = 0,
              end: int = LONG_MAX, uniq_only: bool = False, progress=None) -> KeyResult:
         """The key lookup without the index: every record of the commitlog, in order.
@@ -258,16 +271,7 @@ class StoreReader:
         topic_bytes = topic.encode("utf-8", "surrogateescape") if topic is not None else None
         needle = key.encode("utf-8", "surrogateescape")
         kept: deque[Record] = deque(maxlen=max_num)
-        next_report = 0
-        for entry in commitlog.walk(self.commitlog, path_display=self.display):
-            if isinstance(entry, Problem):
-                result.problems.append(entry)
-                continue
-            if not isinstance(entry, Record):
-                continue
-            if progress is not None and entry.offset >= next_report:
-                progress(entry.offset)
-                next_report = entry.offset + (1 << 20)
+        for entry in self.records(result.problems, progress):
             if needle not in entry.properties_bytes:     # cheap test before decoding properties
                 continue
             if topic_bytes is not None and entry.topic_bytes != topic_bytes:

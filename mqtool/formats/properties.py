@@ -24,6 +24,13 @@ REAL_TOPIC = "REAL_TOPIC"
 REAL_QID = "REAL_QID"
 TRAN_MSG = "TRAN_MSG"
 PGROUP = "PGROUP"
+TRANSACTION_ID = "__transactionId__"
+TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"  # a half put back by the broker's check: the Nth check
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"   # a consumer's send-back: the msgId of the message first sent
+RETRY_TOPIC = "RETRY_TOPIC"               # a consumer's send-back: the topic the message was first sent to
+TIMER_OUT_MS = "TIMER_OUT_MS"             # a 5.x timer message: when it falls due
+TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"     # a timer message the timer store delivered
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"   # a recall: REAL_TOPIC + "+" + the UNIQ_KEY it deletes
 CRC32 = "__CRC32#"
 KEY_SEPARATOR = " "
 

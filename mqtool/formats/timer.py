@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from construct import Const, Int32sb, Int64sb, Padding, Struct
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
+from mqtool.formats.topicnames import TIMER_TOPIC  # noqa: F401 - the timer's topic, named here too
 WHEEL_TTL_DAYS = 7
 DAY_SECS = 24 * 3600
 SLOTS_TOTAL = WHEEL_TTL_DAYS * DAY_SECS      # TimerMessageStore.slotsTotal

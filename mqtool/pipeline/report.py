@@ -46,6 +46,8 @@ def gather(store, config_path=None, settings=(), *, jobs: int = 1, now_ms: int |
     data["trash"], data["quarantine"] = _trash(layout), _quarantine(layout)
     data["lag"] = _lag(layout, data["problems"])
     data["timer"] = _timer(layout)
+    data["flows"] = _flows(data["stats"])
+    data["transactions"] = _transactions(layout, now_ms, data["problems"])
     data["seconds"] = round(time.perf_counter() - started, 3)
     return data
 
@@ -203,3 +205,33 @@ def _timer(layout) -> dict | None:
         read_to = ts.read_time_ms
     return {"byHour": dict(sorted(hours.items())), "pending": sum(hours.values()), "lastReadTimeMs": read_to,
             "lastReadTime": storeinfo.iso(read_to)}
+
+
+def _flows(stats: dict) -> list[dict]:
+    """Where messages go: per consumer group, its retries and dead letters per hour (stats' own
+    group lines, from the %RETRY% and %DLQ% topics)."""
+    topics = [{"broker": "", "topic": name, "messages": t["messages"], "messagesPerHour": t["hours"]}
+              for name, t in stats["topics"].items()]
+    return storestats.group_lines(topics)
+
+
+def _transactions(layout, now_ms: int, problems: list) -> dict | None:
+    """`mqtool transactions`' answer (None when the store has no transaction half queue)."""
+    from mqtool.forensics.journey import duration
+    from mqtool.forensics.lookup import StoreReader
+    from mqtool.forensics.transactions import list_transactions, queue_ids
+    from mqtool.formats.topicnames import TRANS_HALF_TOPIC
+
+    if not queue_ids(layout, TRANS_HALF_TOPIC):
+        return None
+    try:
+        with StoreReader(layout) as reader:
+            report = list_transactions(reader, layout, now_ms)
+    except MqError as exc:
+        problems.append(f"transactions: {exc}")
+        return None
+    problems.extend(f"transaction {t.to_json()['uniqKey']} ({t.to_json()['keys']}) pending for "
+                    f"{duration(t.waited_ms)}: stuck" for t in report.stuck)
+    return {"summary": report.summary(), "byTopic": report.by_topic(), "checks": [c.to_json() for c in report.checks],
+            "open": [t.to_json() for t in report.transactions if t.state != "ROLLED_BACK" and
+                     (t.state == "PENDING" or t.op_missing)]}

@@ -18,6 +18,7 @@ from mqtool.forensics import storeinfo
 from mqtool.formats import properties as props
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_offset_name, name_to_offset
+from mqtool.formats.topicnames import DLQ_PREFIX, group_of
 from mqtool.forensics.filters import Filters
 from mqtool.pipeline.plan import CommitLogPart
 from mqtool.pipeline.rows import entries
@@ -265,9 +266,30 @@ def batch_queue_lines(stores, topics=None) -> list[dict]:
     return lines
 
 
+def group_lines(topic_lines: list[dict]) -> list[dict]:
+    """A `group` line per broker and consumer group that has a retry or dead-letter topic: the
+    messages its consumers sent back that were delivered into %RETRY%group (`retries`) and those that
+    went to %DLQ%group (`deadLetters`), in all and per hour.  The topic names say the group
+    (formats/topicnames.group_of), so this is a sum of stats' own topic lines."""
+    groups: dict = {}
+    for line in topic_lines:
+        group = group_of(line["topic"])
+        if group is None:
+            continue
+        kind = "deadLetters" if line["topic"].startswith(DLQ_PREFIX) else "retries"
+        g = groups.setdefault((line["broker"], group), {"type": "group", "broker": line["broker"], "group": group,
+                                                       "retries": 0, "deadLetters": 0, "retriesPerHour": {},
+                                                       "deadLettersPerHour": {}})
+        g[kind] += line["messages"]
+        for hour, n in line["messagesPerHour"].items():
+            g[kind + "PerHour"][hour] = g[kind + "PerHour"].get(hour, 0) + n
+    return [groups[k] for k in sorted(groups)]
+
+
 def report(stats: Partial, timer: list | None = None, batch: list | None = None) -> list[dict]:
     """The JSON lines of `stats --json`: a `queue` line per broker, topic and queue, a `topic` line
-    per broker and topic, a `store` line per store, a `timer` line per store and real topic with
+    per broker and topic, a `store` line per store, a `group` line per consumer group with retries or
+    dead letters, a `timer` line per store and real topic with
     pending timer messages, a `batch_queue` line per batch consume queue, and a final `total`."""
     messages = sum(agg.messages for agg in stats.queues.values())
     size = sum(agg.bytes for agg in stats.queues.values())
@@ -289,6 +311,7 @@ def report(stats: Partial, timer: list | None = None, batch: list | None = None)
                       "records": agg.records, "damagedRecords": agg.damaged_records, "problems": agg.problems,
                       "problemKinds": dict(sorted(agg.kinds.items())), "blanks": agg.blanks,
                       "bytes": agg.bytes})
+    lines.extend(group_lines([l for l in lines if l["type"] == "topic"]))
     lines.extend(timer or [])
     lines.extend(batch or [])
     line = _line("total", total, total.messages, total.bytes)

@@ -94,6 +94,12 @@ class StoreConfig:
     brokerClusterName: str = "DefaultCluster"
     brokerIP1: str = "127.0.0.1"
     listenPort: int = 10911
+    # the transaction check (BrokerConfig): a half is first checked once older than transactionTimeOut,
+    # the check runs every transactionCheckInterval (4.9.8: 60 s, 5.3.3: 30 s; the longer is
+    # assumed), and a half checked transactionCheckMax times is discarded
+    transactionTimeOut: int = 6 * 1000
+    transactionCheckInterval: int = 60 * 1000
+    transactionCheckMax: int = 15
     # store features whose files mqtool must keep consistent (storage/census.py)
     storeType: str = "default"                # "defaultRocksDB": consume queues in RocksDB (5.x)
     enableLmq: bool | None = None             # None: not given, inferred from the store's %LMQ% queues

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mqtool.formats import properties as props
 from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record
 from mqtool.formats.javastr import java_hash
@@ -307,7 +308,7 @@ class TimerView:
             if unit is None:
                 continue
             record = self.record(unit.commitlog_offset, unit.size)
-            if record is None or "TIMER_DEL_UNIQKEY" in record.properties:
+            if record is None or props.TIMER_DEL_UNIQKEY in record.properties:
                 continue                # unreadable: skipped again; a recall is never put back
             has_unit = (unit.commitlog_offset, unit.size) in with_units
             if not has_unit and qo >= committed:
@@ -416,7 +417,7 @@ class TimerView:
             for unit, rec in zip(units, records):
                 if unit.is_delete:
                     result.delete_markers += 1
-                    key = rec.properties.get("TIMER_DEL_UNIQKEY") if rec is not None else None
+                    key = rec.properties.get(props.TIMER_DEL_UNIQKEY) if rec is not None else None
                     if key is not None:
                         deletes.add(key)
             for unit, rec in zip(units, records):
