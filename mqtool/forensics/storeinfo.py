@@ -6,7 +6,7 @@ from mqtool.errors import MqError
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
-from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore, timerview
+from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore
 from mqtool.storage.commitlog import EndOfData, Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
@@ -69,6 +69,8 @@ def timer_summary(layout) -> dict | None:
     (None without one)."""
     if not timerstore.exists(layout) or layout.mixed_dledger:
         return None
+    from mqtool.storage import timerview   # numpy's: only for a store that has a timer store
+
     queue = commitlog.open_queue(layout)
     try:
         counts = timerview.pending_counts(layout, queue)
