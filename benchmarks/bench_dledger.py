@@ -14,9 +14,13 @@ warm page cache, each command's own JSON time where it reports one:
 - `stats` (the compiled walk and per-queue aggregation): its `seconds`;
 - `dump commitlog --json --no-body` wall time (the columnar path for big stores).
 
+A third twin is a broker switched to DLedger mode (issue 32): the first half of the plain files kept
+in `commitlog/` (hard links), the rest as DLedger entries from dividedCommitlogOffset on, so every
+read crosses the division.
+
 Each command runs --runs times (5), plain and DLedger interleaved; medians and ranges are printed.
-Target (issue 26): the DLedger store no slower to read than the plain one; the ratio of the
-medians is printed, not asserted (figures in benchmarks/README.md).
+Target (issues 26, 32): the DLedger and switched stores no slower to read than the plain one; the
+ratios of the medians are printed, not asserted (figures in benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -47,15 +51,22 @@ PHYSICAL_OFFSET_AT = 28   # the record's physicalOffset field (MessageDecoder.PH
 WRITE_BUFFER = 16 << 20
 
 
-def convert(plain: Path, target: Path, file_size: int) -> int:
-    """Write plain's records as DLedger entries under target/dledger-n0/; returns the entry count."""
+def convert(plain: Path, target: Path, file_size: int, keep: int = 0) -> int:
+    """Write plain's records as DLedger entries under target/dledger-n0/; returns the entry count.
+    keep: the first files stay plain commitlog files (hard links in target/commitlog/), the entries
+    start where they end (a broker switched to DLedger mode; they end with a BLANK already)."""
     data = target / "dledger-n0" / "data"
     data.mkdir(parents=True)
     (target / "dledger-n0" / "index").mkdir()
     (target / "checkpoint").write_bytes(bytes(4096))
     paths = sorted((plain / "commitlog").iterdir())
+    if keep:
+        (target / "commitlog").mkdir()
+        for path in paths[:keep]:
+            os.link(path, target / "commitlog" / path.name)
+        paths = paths[keep:]
     queue = MappedFileQueue(paths, paths[0].stat().st_size, strict=False)
-    out, out_start, pos, index = None, -file_size, 0, 0
+    out, out_start, pos, index = None, -file_size, int(paths[0].name), 0
     # written in big blocks, as a broker's flushes and a copy write them: entry-sized writes leave
     # the page cache holding the files in small pages, which alone makes mapping and reading
     # them measurably slower than the plain store's (storegen writes in big blocks)
@@ -68,7 +79,7 @@ def convert(plain: Path, target: Path, file_size: int) -> int:
             out.close()
         out, out_start = open(data / f"{start:020d}", "wb", buffering=WRITE_BUFFER), start
 
-    roll(0)
+    roll(pos)
     try:
         for entry in commitlog.walk(queue, check_crc=False):
             if not isinstance(entry, Record):
@@ -135,13 +146,23 @@ def main(argv=None) -> int:
         shutil.rmtree(twin, ignore_errors=True)
         entries = convert(plain, twin, args.file_size)
         print(f"bench_dledger: {entries} entries written to {twin}", flush=True)
-    stores = {"plain": (plain, plain / "commitlog"), "dledger": (twin, twin / "dledger-n0" / "data")}
+    mixed = storegen.WORK / (plain.name + "-mixed")
+    if not (mixed / "dledger-n0" / "checkpoint").exists():
+        shutil.rmtree(mixed, ignore_errors=True)
+        keep = len(list((plain / "commitlog").iterdir())) // 2
+        entries = convert(plain, mixed, args.file_size, keep=keep)
+        print(f"bench_dledger: {keep} plain files and {entries} entries written to {mixed}", flush=True)
+    stores = {"plain": (plain, plain / "commitlog"), "dledger": (twin, twin / "dledger-n0" / "data"),
+              "mixed": (mixed, mixed / "dledger-n0" / "data")}
     times = {name: {"verify": [], "stats": [], "dump": []} for name in stores}
     records, files = {}, {}
     for _ in range(args.runs):
         for name, (store, folder) in stores.items():     # interleaved: a load change hits both alike
             warm(folder)
             files[name] = sum(1 for p in folder.iterdir() if p.is_file())
+            if (store / "commitlog").is_dir() and folder != store / "commitlog":   # the switched store's old part
+                warm(store / "commitlog")
+                files[name] += sum(1 for p in (store / "commitlog").iterdir() if p.is_file())
             _, verify = run(["verify-crc", str(store), "--scope", "commitlog", "--json"])
             _, stats = run(["stats", str(store), "--json"])
             dump_wall, _ = run(["dump", str(store), "commitlog", "--json", "--no-body"])
@@ -153,9 +174,10 @@ def main(argv=None) -> int:
     for name in stores:
         cells = [f"{statistics.median(v):.3f} ({min(v):.2f}-{max(v):.2f})" for v in times[name].values()]
         print(f"{name:<8} {files[name]:>5} {records[name]:>9} " + " ".join(f"{c:>17}" for c in cells))
-    ratios = ", ".join(f"{what} {statistics.median(times['dledger'][what]) / statistics.median(times['plain'][what]):.2f}x"
-                       for what in ("verify", "stats", "dump"))
-    print(f"dledger / plain: {ratios}")
+    for name in ("dledger", "mixed"):
+        ratios = ", ".join(f"{what} {statistics.median(times[name][what]) / statistics.median(times['plain'][what]):.2f}x"
+                           for what in ("verify", "stats", "dump"))
+        print(f"{name} / plain: {ratios}")
     return 0
 
 

@@ -48,9 +48,12 @@ DLEDGER_FIXTURES = {
     "dledger3-n0": ("rocketmq-5.3.3-dledger/dledger3", "store-n0", "expected-read-n0.jsonl"),
     "dledger3-n1": ("rocketmq-5.3.3-dledger/dledger3", "store-n1", "expected-read-n1.jsonl"),
     "dledger3-n2": ("rocketmq-5.3.3-dledger/dledger3", "store-n2", "expected-read-n2.jsonl"),
+    # a plain 5.3.3 store switched to DLedger mode: the old commitlog below dividedCommitlogOffset
+    "mixed5": ("rocketmq-5.3.3-dledger/mixed5", "store", "expected-read.jsonl"),
 }
 ALL_FIXTURES.update({name: where for name, (where, _, _) in DLEDGER_FIXTURES.items()})
 DLEDGER = list(DLEDGER_FIXTURES)
+MIXED = ["mixed5"]      # in DLEDGER too (writers that append refuse it); no expected-query.jsonl
 
 
 def fixture_dir(name: str) -> Path:

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from helpers.sigint import default_sigint
 
 from mqtool.engine.combine import Combiner
 
@@ -167,7 +168,8 @@ CTRL_C_STORM = textwrap.dedent("""
 def test_ctrl_c_storms_on_the_main_thread_strand_no_caller():
     """The main thread submits among 8 workers while SIGINT arrives every ~1 ms: it sees its
     Ctrl-Cs, nobody waits for ever, no worker sees one, every item runs once."""
-    proc = subprocess.run([sys.executable, "-c", CTRL_C_STORM], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_STORM], capture_output=True, text=True, timeout=60,
+                          preexec_fn=default_sigint)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = proc.stdout.strip().split(" ", 2)   # Ctrl-Cs seen, worker answers, what must be empty
     assert int(line[0]) > 50 and int(line[1]) > 1000, proc.stdout

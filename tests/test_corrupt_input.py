@@ -158,12 +158,13 @@ def test_commitlog_file_cut_mid_record_in_the_middle_of_the_log(store_copy, run_
 
     result, lines = dump_json(run_cli, store, "commitlog")
     found = problems(lines)
-    assert [(p["kind"], p["file"]) for p in found] == [("bad-file-size", cut_rec.file), ("bad-size", cut_rec.file)]
+    assert [(p["kind"], p["file"]) for p in found] == [("bad-file-size", cut_rec.file), ("truncated", cut_rec.file)]
     assert f"file is {cut_at} bytes, expected {FILE_SIZE}" in found[0]["message"]
     damage = found[1]
     assert damage["fileOffset"] == cut_rec.file_offset and damage["offset"] == cut_rec.offset
     assert damage["skippedBytes"] == cut_at - cut_rec.file_offset
-    assert "no valid record after them" in damage["message"]
+    assert damage["message"] == (f"file truncated: it ends {cut_at - cut_rec.file_offset} bytes into the record "
+                                 f"here (totalSize {cut_rec.size})")
     # everything else, including every record of the 41 later files, is still shown
     lost = {r.offset for r in in_file if r.offset >= cut_rec.offset}
     assert messages(lines) == [r.offset for r in all_recs if r.offset not in lost]
@@ -171,7 +172,7 @@ def test_commitlog_file_cut_mid_record_in_the_middle_of_the_log(store_copy, run_
     assert error_line(result).startswith(f"mqtool: {cut_rec.file}: bad-file-size")
 
     info = info_json(run_cli, store)
-    assert info["commitlog"]["oddFiles"] == [cut_rec.file.split("/")[1]]
+    assert info["commitlog"]["oddFiles"] == [cut_rec.file]      # its path in the store
     end = next(l for l in expected_read("multifile") if l["type"] == "commitlog_end")
     assert info["commitlog"]["maxOffset"] == end["maxPhyOffset"]
 
@@ -188,18 +189,24 @@ def test_single_commitlog_file_cut_mid_record(configured, store_copy, run_cli):
     result, lines = dump_json(run_cli, store, "commitlog", *extra)
     found = problems(lines)
     damage = found[-1]
-    assert (damage["kind"], damage["file"], damage["fileOffset"]) == ("bad-size", CL0, cut_rec.offset)
+    assert (damage["kind"], damage["file"], damage["fileOffset"]) == ("truncated", CL0, cut_rec.offset)
+    assert damage["message"].startswith("file truncated: it ends 100 bytes into the record here")
     assert damage["skippedBytes"] == 100
     assert messages(lines) == [r.offset for r in recs[:20]]
     assert next(l for l in lines if l["type"] == "end")["offset"] == cut_rec.offset
     assert lines[-1]["type"] == "summary" and lines[-1]["endOffset"] == cut_rec.offset
     assert_problems_exit(result, lines)
     if configured:  # the configured size shows the file is short
-        assert [p["kind"] for p in found] == ["bad-file-size", "bad-size"]
+        assert [p["kind"] for p in found] == ["bad-file-size", "truncated"]
         assert error_line(result).startswith(f"mqtool: {CL0}: bad-file-size")
     else:  # a lone file's size is read off the file itself
-        assert [p["kind"] for p in found] == ["bad-size"]
-        assert error_line(result).startswith(f"mqtool: {CL0} at byte {cut_rec.offset}: bad-size")
+        assert [p["kind"] for p in found] == ["truncated"]
+        assert error_line(result).startswith(f"mqtool: {CL0} at byte {cut_rec.offset}: truncated")
+        # info does not pass it: where the data ends, a record the file's end cuts off
+        info = info_json(run_cli, store)
+        assert info["problems"][0].startswith(f"{CL0} at byte {cut_rec.offset}: file truncated")
+        verify = run_cli("verify-crc", store)
+        assert verify.code == 1 and f"{CL0} at byte {cut_rec.offset}: truncated" in verify.err
 
 
 def test_cut_commitlog_in_table_mode_names_the_file_once(store_copy, run_cli):
@@ -209,11 +216,11 @@ def test_cut_commitlog_in_table_mode_names_the_file_once(store_copy, run_cli):
     result = run_cli("dump", store, "commitlog", "--no-body")
     assert result.code == 1
     assert "Traceback" not in result.out + result.err
-    assert "no valid record after them" in result.out
+    assert "file truncated" in result.out
     # the human summary note, then the one error line naming the file and offset
     err = result.err.splitlines()
     assert [l for l in err if l.startswith("mqtool: ")] == [err[-1]]
-    assert err[-1].startswith(f"mqtool: {CL0} at byte {cut_rec.offset}: bad-size")
+    assert err[-1].startswith(f"mqtool: {CL0} at byte {cut_rec.offset}: truncated")
 
 
 # ------------------------------------------------------------ garbage in the middle
@@ -587,7 +594,7 @@ def test_commitlog_file_name_that_is_not_an_offset(store_copy, run_cli):
     assert messages(lines) == [r.offset for r in records("basic")]
     assert result.code == 1
     assert error_line(result).startswith("mqtool: commitlog/12345: bad-file-name (")
-    assert "12345" in info_json(run_cli, store)["commitlog"]["oddFiles"]
+    assert "commitlog/12345" in info_json(run_cli, store)["commitlog"]["oddFiles"]
 
 
 @pytest.mark.parametrize("name", [f"{FILE_SIZE:020d}\n", "０" * 20, f"{FILE_SIZE:019d}"])

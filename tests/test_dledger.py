@@ -171,6 +171,35 @@ def test_get_by_queue_offset_and_stats(extracted, run_cli):
     assert stats.json_lines()[-1]["messages"] == len(of_type("dledger3-n2", "commitlog_record"))
 
 
+def test_stats_counts_the_replicas_of_one_group_once_and_says_so(extracted, run_cli):
+    """dledger3's three nodes hold one group's 200 messages (n2 the first 100): stats over the
+    three counts them once, from a replica with every entry, and says which."""
+    group = extracted("dledger3-n0").parent
+    result = run_cli("stats", group, "--json")
+    assert result.code == 0, result.err
+    lines = result.json_lines()
+    assert lines[-1]["messages"] == len(of_type("dledger3-n0", "commitlog_record")) == 200
+    (replicas,) = [l for l in lines if l["type"] == "replicas"]
+    held = {Path(r["store"]).name: r["entries"] for r in replicas["replicas"]}
+    assert held == {"store-n0": 200, "store-n1": 200, "store-n2": 100}
+    assert Path(replicas["counted"]).name == "store-n0"
+    assert [l["broker"] for l in lines if l["type"] == "store"] == [replicas["broker"]]
+    text = run_cli("stats", group)
+    assert "replicas of one DLedger group" in text.err and "counted once" in text.err
+    n2 = run_cli("stats", extracted("dledger3-n2"), extracted("dledger3-n0"), "--json").json_lines()
+    assert n2[-1]["messages"] == 200       # whichever is given first, the replica with every entry counts
+
+
+def test_stats_names_a_store_after_the_broker_its_configuration_names(extracted, run_cli):
+    from conftest import fixture_dir
+    conf = fixture_dir("dledger3-n0") / "broker-n0.conf"
+    name = [line.split("=", 1)[1].strip() for line in conf.read_text().splitlines() if line.startswith("brokerName=")]
+    lines = run_cli("stats", extracted("dledger3-n0"), "--config", conf, "--json").json_lines()
+    assert name == ["broker-a"] and {l["broker"] for l in lines if "broker" in l} == {"broker-a"}
+    named = run_cli("stats", f"mine={extracted('dledger3-n0')}", "--config", conf, "--json").json_lines()
+    assert {l["broker"] for l in named if "broker" in l} == {"mine"}     # NAME=DIR still names it
+
+
 # ------------------------------------------------------------------ verify-crc
 
 def _set_committed(store: Path, index: int) -> None:
@@ -331,6 +360,11 @@ def test_diff_of_a_peer_that_fell_behind(order, extracted, run_cli):
     assert n0["entryAtDivergence"] == {"index": 100, "term": 1, "pos": entry_100["pos"]}
     assert (summary["onlyInA"], summary["onlyInB"]) == ((100, 0) if first == "n0" else (0, 100))
     assert summary["commonRecords"] == 100
+    short = "B" if first == "n0" else "A"      # n2 holds the first 100 of n0's 200: behind, not diverged
+    assert summary["endsEarlier"] == short
+    text = run_cli("diff", extracted(f"dledger3-{first}"), extracted(f"dledger3-{second}"))
+    assert f"{short} ends earlier" in text.out and "diverged at" not in text.out + text.err
+    assert f"({short} ends earlier, at offset {summary['divergedAt']})" in text.err
     assert snapshot(extracted("dledger3-n2")) == before
 
 
@@ -468,8 +502,16 @@ def test_no_command_fails_inside_on_a_damaged_dledger_store(seed, store_copy, ex
     rng = random.Random(26_000 + seed)
     store = store_copy("dledger3-n2")
     said = [_mutate(store, rng) for _ in range(rng.choice([1, 2]))]
-    for command in READERS:
-        args = [a.format(store=store, pristine=extracted("dledger3-n0")) for a in command]
+    result = readers_then_recover(run_cli, store, extracted("dledger3-n0"), said, READERS)
+    if result.code == 0:
+        assert run_cli("verify-crc", store).code == 0, said
+
+
+def readers_then_recover(run_cli, store, pristine, said, readers):
+    """Every reader on a damaged store answers with an exit code and changes nothing; then recover
+    fails inside neither (its Result returned).  said: the damage, for the messages."""
+    for command in readers:
+        args = [a.format(store=store, pristine=pristine) for a in command]
         before = light_snapshot(store)
         result = run_cli(*args)
         assert result.code in (0, 1, 2, 3, 4), (said, args, result.code, result.err)
@@ -477,8 +519,7 @@ def test_no_command_fails_inside_on_a_damaged_dledger_store(seed, store_copy, ex
         assert light_snapshot(store) == before, (said, args)
     result = run_cli("recover", store)
     assert result.code in (0, 1, 3, 4) and "internal error" not in result.err, (said, result.err)
-    if result.code == 0:
-        assert run_cli("verify-crc", store).code == 0, said
+    return result
 
 
 def test_diff_of_replicas_that_hold_a_different_message_at_one_offset(extracted, tmp_path, run_cli):

@@ -44,6 +44,29 @@ def test_every_command_has_a_page_listing_its_options(name):
         f"docs/commands/{name}.md's Options differ from `mqtool {name} --help`"
 
 
+def _page_choices(page: Path) -> dict[str, list[str]]:
+    """{option: the values its line lists as (`a`|`b`) after the option's names}."""
+    text = page.read_text(encoding="utf-8")
+    found = {}
+    for m in re.finditer(r"^- ((?:`-[^`\s]+`(?:, )?)+)(?: \(((?:`[^`]+`\|?)+)\))?", text, re.M):
+        values = re.findall(r"`([^`]+)`", m.group(2) or "")
+        for option in re.findall(r"`(-[^`\s]+)`", m.group(1)):
+            found[option] = values
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_option_of_choices_lists_exactly_its_values(name):
+    """An option that takes one of a few values (click.Choice) lists them on its page, as the option
+    takes them: `--flush` (`sync`|`async`), not SYNC_FLUSH or ASYNC_FLUSH."""
+    page = DOCS / "commands" / f"{name}.md"
+    listed = _page_choices(page)
+    for param in cli.commands[name].params:
+        if isinstance(param, click.Option) and isinstance(param.type, click.Choice):
+            assert listed.get(param.opts[0]) == list(param.type.choices), \
+                f"docs/commands/{name}.md: {param.opts[0]} takes {'|'.join(param.type.choices)}"
+
+
 def _links(path: Path) -> list[Path]:
     return [(path.parent / m.group(1)).resolve() for m in LINK.finditer(path.read_text(encoding="utf-8"))
             if not re.match(r"[a-z]+:", m.group(1))]

@@ -184,6 +184,40 @@ def test_stats_lists_the_batch_queues(extracted, run_cli):
     assert "batch queues" in run_cli("stats", extracted("batchcq5")).out
 
 
+def test_stats_and_the_report_count_messages_as_the_broker_does(extracted, run_cli, tmp_path):
+    """An inner batch is one record of INNER_NUM messages: stats' messages are the broker's (its
+    queues' max - min offsets: BatchTopic5 295 + 165 + 120 = 580, as info says), its records the
+    commitlog's (240); the report and the metrics say the same, each under its own name."""
+    from prometheus_client.parser import text_string_to_metric_families
+    store = extracted("batchcq5")
+    theirs = {k: l["maxOffset"] - l["minOffset"] for k, l in queue_lines("batchcq5").items()}
+    records: dict = {}
+    for l in expected_read("batchcq5"):
+        if l["type"] == "commitlog_record":
+            key = (l["message"]["topic"], l["message"]["queueId"])
+            records[key] = records.get(key, 0) + 1
+    prom = tmp_path / "stats.prom"
+    result = run_cli("stats", "--json", store, "--prometheus", prom)
+    lines = result.json_lines()
+    assert {(l["topic"], l["queueId"]): l["messages"] for l in lines if l["type"] == "queue"} == theirs
+    assert {(l["topic"], l["queueId"]): l["records"] for l in lines if l["type"] == "queue"} == records
+    topic = {l["topic"]: l for l in lines if l["type"] == "topic"}
+    assert (topic[BATCH]["messages"], topic[BATCH]["records"]) == (580, 240)
+    assert sum(topic[BATCH]["messagesPerHour"].values()) == 580 and sum(topic[BATCH]["sizeHistogram"].values()) == 240
+    samples = {(s.name, s.labels.get("topic")): s.value for f in text_string_to_metric_families(prom.read_text())
+               for s in f.samples}
+    assert samples[("mqtool_topic_messages", BATCH)] == 580 and samples[("mqtool_topic_records", BATCH)] == 240
+    page = tmp_path / "r.html"
+    assert run_cli("report", store, "-o", page).code == 0
+    text = page.read_text(encoding="utf-8")
+    assert f"<td>{BATCH}</td><td class=num>580</td>" in text
+    info_prom = tmp_path / "info.prom"
+    assert run_cli("info", store, "--prometheus", info_prom).code == 0
+    names = {f.name for f in text_string_to_metric_families(info_prom.read_text())}
+    assert "mqtool_topic_messages" not in names     # info's count (what the queues index) has its own name
+    assert "mqtool_queue_messages" in names
+
+
 def test_the_queue_rows_of_the_spark_source_hold_every_batch_unit(extracted):
     """format("rocketmq_cq") (both readers ask pipeline.queue_parts / queue_rows for their rows)."""
     from mqtool.pipeline import plan

@@ -94,6 +94,31 @@ LINKED = ["lock", "abort", "checkpoint", "index", "consumequeue/BasicTopic", "co
 def test_writers_refuse_links_where_they_write(name, command, store_copy, run_cli, tmp_path):
     store = store_copy("basic")
     outside = tmp_path / "outside"
+    name, target = _link_out(store, name, outside)
+    before, outside_before = state(store), state(outside)
+    result = run_cli(*_args(command, store))
+    assert result.code == 3, (result.code, result.err)
+    assert f"{name}: a symbolic link to {target}" in result.err
+    assert state(store) == before and state(outside) == outside_before
+    shown = run_cli("info", "--json", store)
+    assert shown.code == 1 and shown.json_lines()[0]["links"][0]["path"] == name
+    assert "symbolic-link" in run_cli("verify-crc", store).out
+
+
+@pytest.mark.parametrize("name", LINKED)
+def test_verify_counts_a_link_out_of_the_store_as_a_problem(name, store_copy, run_cli, tmp_path):
+    store = store_copy("basic")
+    _link_out(store, name, tmp_path / "outside")
+    result = run_cli("verify-crc", store)
+    assert result.code == 1, result.out + result.err
+    assert "; 1 problem(s)" in result.err and "symbolic-link" in result.err
+    shown = run_cli("verify-crc", "--json", store)
+    summary = [line for line in shown.json_lines() if line.get("type") == "summary"][0]
+    assert shown.code == 1 and summary["problems"] == 1 and summary["problemsByKind"] == {"symbolic-link": 1}
+
+
+def _link_out(store, name, outside):
+    """Moves the store's `name` out to outside/target (or makes one there) and links it in: (its path, target)."""
     outside.mkdir()
     if name == "cqfile":
         name = str(sorted((store / "consumequeue" / "BasicTopic" / "0").iterdir())[0].relative_to(store))
@@ -108,14 +133,7 @@ def test_writers_refuse_links_where_they_write(name, command, store_copy, run_cl
     else:
         target.write_bytes(b"precious bytes")
     inside.symlink_to(target)
-    before, outside_before = state(store), state(outside)
-    result = run_cli(*_args(command, store))
-    assert result.code == 3, (result.code, result.err)
-    assert f"{name}: a symbolic link to {target}" in result.err
-    assert state(store) == before and state(outside) == outside_before
-    shown = run_cli("info", "--json", store)
-    assert shown.code == 1 and shown.json_lines()[0]["links"][0]["path"] == name
-    assert "symbolic-link" in run_cli("verify-crc", store).out
+    return name, target
 
 
 def test_a_commitlog_folder_on_another_volume_is_fine(store_copy, run_cli, tmp_path):

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers.sigint import default_sigint
 
 from conftest import UNDAMAGED, expected_read
 from helpers.lockholder import holding_lock
@@ -96,6 +97,17 @@ def test_info_shows_everything_and_exits_1_on_what_is_wrong(store_copy, run_cli)
     assert table.err == result.err
 
 
+def test_info_names_the_consume_queue_file_of_unexpected_size_by_its_path(store_copy, run_cli):
+    store = store_copy("basic")
+    victim = store / "consumequeue" / "BasicTopic" / "2" / "00000000000000000000"
+    with open(victim, "ab") as fh:
+        fh.write(b"x")
+    result = run_cli("info", store)
+    assert result.code == 1
+    assert result.err.startswith("mqtool: consumequeue/BasicTopic/2/00000000000000000000: unexpected size"), result.err
+    assert "consumequeue/BasicTopic/2/00000000000000000000" in " ".join(result.out.split())
+
+
 @pytest.mark.parametrize("command", [
     ("info",), ("info", "--json"),
     ("dump", "{store}", "commitlog"), ("dump", "{store}", "commitlog", "--json"),
@@ -171,11 +183,12 @@ def test_broker_conf_bad_value_is_a_usage_error_naming_the_line(store_copy, tmp_
 
 
 @pytest.mark.parametrize("folder", ["dledger-n0", "RaftNode00-n0"])
-def test_a_dledger_folder_beside_a_commitlog_is_a_mixed_store_not_read(folder, store_copy, run_cli):
+def test_an_empty_dledger_folder_beside_a_commitlog_is_a_switch_not_yet_started(folder, store_copy, run_cli):
     """DLedger's layouts: the old dledger-<id>/ and the default <group>-<selfId>/ with data/,
-    index/ and currterm.  Beside a commitlog/ that holds files (a broker switched to DLedger reads
-    both, split at dividedCommitlogOffset) info shows it; readers and writers of the commitlog
-    refuse it as a store they do not read (4)."""
+    index/ and currterm.  Beside a commitlog/ that holds files it is a broker switched to DLedger
+    (tests/test_mixed.py); with no DLedger data yet, DLedgerCommitLog.recover recovers the old
+    commitlog as a plain one, normally even after a crash (isInrecoveringOldCommitlog), and will
+    divide at its end; so do mqtool's readers and recover, and info says where."""
     store = store_copy("basic")
     (store / folder / "data").mkdir(parents=True)
     (store / folder / "index").mkdir()
@@ -184,19 +197,28 @@ def test_a_dledger_folder_beside_a_commitlog_is_a_mixed_store_not_read(folder, s
     assert info.code == 0, info.err
     shown = info.json_lines()[0]
     census = {e["path"]: e for e in shown["census"]}
-    assert census[folder + "/"]["feature"] == "dledger"
-    assert "mixed" in shown["commitlog"]["notRead"]
-    dump = run_cli("dump", store, "commitlog")
-    assert dump.code == 4 and "DLedger" in dump.err and dump.err.count("\n") == 1
-    recover = run_cli("recover", store)
-    assert recover.code == 4 and "mixed" in recover.err
+    assert census[folder + "/"]["feature"] == "dledger-switched"
+    last = sorted((store / "commitlog").iterdir())[-1]
+    assert shown["division"]["pending"] is True
+    assert shown["division"]["dividedCommitlogOffset"] == int(last.name) + last.stat().st_size
+    plain = run_cli("dump", store, "commitlog", "--json", "--no-body")
+    assert plain.code == 0, plain.err
+    assert plain.json_lines()[-1]["records"] > 0 and plain.json_lines()[-1]["problems"] == 0
+    (store / "abort").write_text("1")      # recoverNormally, even after a crash: no DLedger data yet
+    recover = run_cli("recover", store, "--json")
+    assert recover.code == 0, recover.err
+    assert recover.json_lines()[0]["mode"] == "normal"
 
 
-def test_dledger_enabled_in_conf_beside_a_commitlog_is_not_read(store_copy, tmp_path, run_cli):
+def test_dledger_enabled_in_conf_beside_a_commitlog_reads_the_commitlog(store_copy, tmp_path, run_cli):
+    """enableDLegerCommitLog on a plain store without a DLedger folder: the broker's next start
+    recovers the old commitlog as it is, so it is read as it is."""
     conf = tmp_path / "broker.conf"
-    conf.write_text("enableDLegerCommitLog=true\n")
-    result = run_cli("dump", store_copy("basic"), "commitlog", "--config", conf)
-    assert result.code == 4 and "DLedger" in result.err
+    conf.write_text("enableDLegerCommitLog=true\nmappedFileSizeCommitLog=65536\n")
+    store = store_copy("basic")
+    result = run_cli("dump", store, "commitlog", "--config", conf, "--json", "--no-body")
+    assert result.code == 0, result.err
+    assert result.json_lines()[-1] == run_cli("dump", store, "commitlog", "--json", "--no-body").json_lines()[-1]
 
 
 @pytest.mark.parametrize("args,code", [
@@ -299,10 +321,22 @@ def test_dump_limit_stops_reading(extracted, run_cli):
 def test_ctrl_c_exits_130_without_a_traceback(extracted):
     mqtool = os.path.join(os.path.dirname(sys.executable), "mqtool")
     proc = subprocess.Popen([mqtool, "dump", str(extracted("multifile")), "commitlog", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
     proc.stdout.read(4096)          # it is running and blocked on a full pipe now
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert b"Traceback" not in err
     assert err.decode().strip() == "mqtool: interrupted"
+
+
+def test_the_interrupt_tests_hold_when_the_runner_ignores_sigint(tmp_path):
+    """A suite run in the background inherits SIGINT ignored: the Ctrl-C tests give their
+    children the default back (helpers.sigint), so they test Ctrl-C there too."""
+    runner = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "sys.exit(subprocess.call(sys.argv[1:]))")
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", runner, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--basetemp={tmp_path / 'inner'}", "-k", "ctrl_c", os.path.join(here, "test_combine.py"), os.path.join(here, "test_info_and_layout.py")],
+                          capture_output=True, text=True, timeout=300, cwd=os.path.dirname(here))
+    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -107,6 +107,8 @@ def test_offsets_out_of_range_say_what_the_broker_does_and_exit_1(store_copy, ru
     text = run_cli("lag", store)
     assert text.code == 1 and "below-min" in text.out and "above-max" in text.out and "Vanished" in text.out
     assert "skips them" in text.err and "above the queue's max offset" in text.err
+    for problem in summary["problems"]:      # each said once: no `problem:` line repeated as the error line
+        assert text.err.count(problem) == 1, text.err
 
 
 def test_group_and_topic_filters(store_copy, run_cli):
@@ -116,16 +118,31 @@ def test_group_and_topic_filters(store_copy, run_cli):
     assert {(g, t) for g, t, _ in only} == {("a", "OrderTopic")}
 
 
-@pytest.mark.parametrize("case", ["missing", "damaged-with-bak", "damaged", "empty"])
-def test_a_missing_or_damaged_offsets_file_is_reported_with_exit_1(store_copy, run_cli, case):
+@pytest.mark.parametrize("name", ["multifile", "timer5", "batchcq5", "dledger1"])
+def test_no_offsets_file_is_no_consumer_yet_not_damage(name, extracted, run_cli, tmp_path):
+    """A broker nobody consumes from has no config/consumerOffset.json: lag says there are no
+    offsets and exits 0; asked for a group, it has none to show: exit 1."""
+    store = _extract(tmp_path, "rocketmq-5.3.3/batchcq5") if name == "batchcq5" else extracted(name)
+    assert not (store / "config" / "consumerOffset.json").exists()
+    result = run_cli("lag", store, "--json")
+    assert result.code == 0, result.err
+    summary = result.json_lines()[-1]
+    assert summary["problems"] == [] and "no consumer offsets" in summary["notes"][0]
+    table = run_cli("lag", store)
+    assert table.code == 0 and "no consumer offsets" in table.err
+    asked = run_cli("lag", store, "--group", "g")
+    assert asked.code == 1 and "consumerOffset.json is missing" in asked.err
+
+
+@pytest.mark.parametrize("case", ["damaged-with-bak", "damaged", "empty"])
+def test_a_damaged_offsets_file_is_reported_with_exit_1(store_copy, run_cli, case):
     store = store_copy("multifile")
     config = store / "config"
-    if case != "missing":
-        write_offsets(store, {"OrderTopic@g": {0: 3}})
-        path = config / "consumerOffset.json"
-        if case == "damaged-with-bak":
-            shutil.copy(path, config / "consumerOffset.json.bak")
-        path.write_text("" if case == "empty" else '{"offsetTable":{"OrderTopic@g":{0:')
+    write_offsets(store, {"OrderTopic@g": {0: 3}})
+    path = config / "consumerOffset.json"
+    if case == "damaged-with-bak":
+        shutil.copy(path, config / "consumerOffset.json.bak")
+    path.write_text("" if case == "empty" else '{"offsetTable":{"OrderTopic@g":{0:')
     result = run_cli("lag", store, "--json")
     assert result.code == 1
     summary = result.json_lines()[-1]
@@ -137,9 +154,37 @@ def test_a_missing_or_damaged_offsets_file_is_reported_with_exit_1(store_copy, r
     else:
         assert got == {}
         assert offsets_file["read"] is None
-    expected = {"missing": "is missing", "damaged": "cannot be read", "empty": "is empty",
+    expected = {"damaged": "cannot be read", "empty": "is empty",
                 "damaged-with-bak": "read consumerOffset.json.bak"}[case]
     assert expected in summary["problems"][0] and expected in result.err
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"offsetTable":{"OrderTopic@g":{"0":"abc"}}}', 'offsetTable["OrderTopic@g"] holds "0": the string "abc"; '
+                                                     "it should be {queueId: offset}, whole numbers"),
+    ("[1, 2]", 'the file holds a list; it should be an object with an offsetTable: {"topic@group": '
+               "{queueId: offset}}"),
+    ('{"offsetTable":{"OrderTopic@g":[1]}}', 'offsetTable["OrderTopic@g"] is a list; it should be an object'),
+])
+def test_an_offsets_file_of_another_shape_says_what_it_should_hold(content, says, store_copy, run_cli):
+    store = store_copy("multifile")
+    (store / "config" / "consumerOffset.json").write_text(content)
+    result = run_cli("lag", store)
+    assert result.code == 1 and says in result.err, result.err
+    for python in ("invalid literal", "object has no attribute", "Traceback", "int()"):
+        assert python not in result.err
+
+
+def test_a_negative_offset_is_no_deleted_message(store_copy, run_cli):
+    store = store_copy("multifile")
+    write_offsets(store, {"OrderTopic@g": {0: -5}})
+    result = run_cli("lag", store, "--json")
+    assert result.code == 1
+    line = lines_of(result)[("g", "OrderTopic", 0)]
+    assert (line["status"], line["skippedMessages"], line["outOfRange"]) == ("negative", 0, True)
+    assert line["lagMessages"] == line["maxOffset"] - line["minOffset"]
+    problem = result.json_lines()[-1]["problems"][0]
+    assert "offset -5 is negative" in problem and "deleted" not in problem
 
 
 def test_delay_levels_are_the_schedulers_lag(store_copy, run_cli):

@@ -18,15 +18,26 @@ parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_clie
 
 
 def samples(path: Path) -> dict:
-    """{(metric name, labels without store and command): value}, parsed as Prometheus parses the file."""
+    """{(metric name, labels without store and command): value}, parsed as Prometheus parses the file,
+    checked against node_exporter's textfile conventions: a HELP and TYPE per family, no
+    timestamps, and no aggregate beside its parts (a label value "all" makes sum() count twice)."""
     text = path.read_text(encoding="utf-8")
     found = {}
     for family in parser.text_string_to_metric_families(text):
         assert family.documentation, family.name           # every family has its HELP
+        assert f"# TYPE {family.name} " in text, family.name
         for s in family.samples:
+            assert s.timestamp is None, s
+            assert "all" not in s.labels.values(), s
+            assert os.path.isabs(s.labels["store"].split(",")[0]), s
             labels = {k: v for k, v in s.labels.items() if k not in ("store", "command")}
             found[(s.name, tuple(sorted(labels.items())))] = s.value
     return found
+
+
+def problems_add_up(got: dict) -> None:
+    """The per-kind series add up to the total, which has a name of its own."""
+    assert sum(v for (name, _), v in got.items() if name == "mqtool_problems") == got[("mqtool_problems_found", ())]
 
 
 def only_file(directory: Path) -> list[str]:
@@ -46,8 +57,35 @@ def test_info_metrics(store_copy, run_cli, tmp_path):
     assert got[("mqtool_store_files", (("kind", "commitlog"),))] == len(list((store / "commitlog").iterdir()))
     per_topic = Counter(l["topic"] for l in expected_read("multifile") if l["type"] == "message")
     for topic, count in per_topic.items():
-        assert got[("mqtool_topic_messages", (("topic", topic),))] == count
-    assert got[("mqtool_clean_shutdown", ())] == 1 and got[("mqtool_problems", (("kind", "all"),))] == 0
+        assert got[("mqtool_queue_messages", (("topic", topic),))] == count
+    assert got[("mqtool_clean_shutdown", ())] == 1 and got[("mqtool_problems_found", ())] == 0
+    problems_add_up(got)
+    (info,) = run_cli("info", store, "--json").json_lines()
+    assert got[("mqtool_commitlog_max_offset_bytes", ())] == info["commitlog"]["maxOffset"]     # unit suffixed
+    assert got[("mqtool_commitlog_min_offset_bytes", ())] == info["commitlog"]["minOffset"]
+
+
+def test_the_store_label_is_the_absolute_path_wherever_mqtool_runs(store_copy, run_cli, tmp_path, monkeypatch):
+    store = store_copy("basic")
+    labels = set()
+    for where, given in ((store.parent, store.name), (store, "."), (tmp_path.parent, store)):
+        monkeypatch.chdir(where)
+        assert run_cli("info", given, "--prometheus", tmp_path / "info.prom").code == 0
+        text = (tmp_path / "info.prom").read_text(encoding="utf-8")
+        labels |= {s.labels["store"] for f in parser.text_string_to_metric_families(text) for s in f.samples}
+    assert labels == {str(store)}
+
+
+def test_info_metrics_hold_the_timer_store(extracted, run_cli, tmp_path):
+    store = extracted("timer5")
+    assert run_cli("info", store, "--prometheus", tmp_path / "info.prom").code == 0
+    got = samples(tmp_path / "info.prom")
+    timer_files = [store / "timerwheel", *(store / "timerlog").iterdir(),
+                   *(p for p in (store / "config").iterdir() if p.name.startswith("timer"))]
+    assert got[("mqtool_store_bytes", (("kind", "timer"),))] == sum(p.stat().st_size for p in timer_files)
+    assert got[("mqtool_store_files", (("kind", "timer"),))] == len(timer_files)
+    (info,) = run_cli("info", store, "--json").json_lines()
+    assert got[("mqtool_timer_pending_messages", ())] == info["timer"]["pending"] == 70
 
 
 def test_stats_metrics_per_topic(store_copy, run_cli, tmp_path):
@@ -74,7 +112,8 @@ def test_verify_metrics_count_problems_by_kind_and_say_when(store_copy, run_cli,
     assert "crc-mismatch" in found
     for kind, count in found.items():
         assert got[("mqtool_problems", (("kind", kind),))] == count
-    assert got[("mqtool_problems", (("kind", "all"),))] == sum(found.values())
+    assert got[("mqtool_problems_found", ())] == sum(found.values())
+    problems_add_up(got)
     import time
     assert abs(got[("mqtool_last_run_timestamp_seconds", ())] - time.time()) < 120
     clean = store_copy("basic")
@@ -99,8 +138,8 @@ def test_clean_metrics_name_the_unread_messages_lost_per_group(store_copy, run_c
     assert losses["billing"] > 0 and losses["audit"] > 0
     for group, unread in losses.items():
         assert got[("mqtool_clean_unread_messages_removed", (("group", group),))] == unread
-    assert got[("mqtool_clean_unread_messages_removed", (("group", "all"),))] == sum(losses.values())
-    assert got[("mqtool_clean_bytes_freed", ())] == sum(l["size"] for l in deleted) > 0
+    assert got[("mqtool_clean_consumer_offsets_known", ())] == 1
+    assert got[("mqtool_clean_freed_bytes", ())] == sum(l["size"] for l in deleted) > 0
     assert got[("mqtool_clean_files_removed", (("kind", "commitlog"),))] == 5
 
 
@@ -186,7 +225,7 @@ def test_the_systemd_service_runs_as_written(store_copy, tmp_path):
         assert run.returncode == 0 or (tolerated and run.returncode == 1), run.stderr
     assert sorted(p.name for p in textfile.iterdir()) == ["mqtool-clean.prom", "mqtool-lag.prom"]
     assert samples(textfile / "mqtool-lag.prom")[("mqtool_consumer_lag_messages", (("group", "billing"),))] > 0
-    assert ("mqtool_clean_bytes_freed", ()) in samples(textfile / "mqtool-clean.prom")
+    assert ("mqtool_clean_freed_bytes", ()) in samples(textfile / "mqtool-clean.prom")
     timer = (REPO / "examples" / "mqtool-clean.timer").read_text()
     assert "Unit=mqtool-clean.service" in timer and "OnCalendar=" in timer
 

@@ -101,6 +101,55 @@ def test_dry_run_changes_nothing_and_says_what_it_would_do(store_copy, run_cli):
     assert snapshot(store) == before
 
 
+def _as_a_reader(args):
+    """Run mqtool as a user who may read but not write: this user where permissions bite, else
+    (root, where they do not) the user `nobody`, through setpriv (a uid dropped in Python's
+    preexec_fn cannot even start an interpreter installed under /root; setpriv's exec can)."""
+    command = [sys.executable, "-m", "mqtool", *args]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "HOME": "/nonexistent"}
+    if os.geteuid() == 0:
+        import shutil
+        if shutil.which("setpriv") is None:
+            pytest.skip("as root, permissions do not bite, and there is no setpriv to drop to `nobody`")
+        drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        probe = subprocess.run([*drop, sys.executable, "-c", "import mqtool.cli.main"], capture_output=True, env=env)
+        if probe.returncode:
+            pytest.skip(f"`nobody` cannot run this checkout's Python: {probe.stderr.decode()[-200:]}")
+        command = drop + command
+    return subprocess.run(command, capture_output=True, text=True, env=env)
+
+
+def test_dry_run_needs_only_read_access(extracted):
+    """A dry run plans from what it reads: a user who can read the store but not write it (not
+    even its lock file) gets the plan; while a broker holds the lock it is still refused."""
+    import shutil
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="mqtool-readonly-"))
+    store = base / "store"
+    try:
+        shutil.copytree(extracted("crash"), store, symlinks=True)
+        os.chmod(base, 0o755)
+        for dirpath, _, filenames in os.walk(store):
+            os.chmod(dirpath, 0o555)
+            for name in filenames:
+                os.chmod(os.path.join(dirpath, name), 0o444)
+        # bytes and mtimes: O_NOATIME is the owner's alone, so a reader who does not own a file
+        # cannot keep its access time (docs/promises.md)
+        before = {path: seen[:2] for path, seen in snapshot(store).items()}
+        result = _as_a_reader(["recover", *SIZES, "--dry-run", "--json", str(store)])
+        assert result.returncode == 1, result.stderr     # 1: the crash store needs recovery
+        (plan,) = [json.loads(line) for line in result.stdout.splitlines()]
+        assert plan["mode"] == "abnormal" and plan["applied"] is False and plan["removedFiles"]
+        assert {path: seen[:2] for path, seen in snapshot(store).items()} == before
+        with holding_lock(store) as holder:
+            held = _as_a_reader(["recover", *SIZES, "--dry-run", str(store)])
+            assert held.returncode == 3 and f"process {holder.pid}" in held.stderr, held.stderr
+    finally:
+        for dirpath, _, _ in os.walk(base):
+            os.chmod(dirpath, 0o755)
+        shutil.rmtree(base)
+
+
 def test_recover_never_creates_a_store(tmp_path, run_cli):
     for args in ((), ("--dry-run",)):
         assert run_cli("recover", tmp_path / "nothing", *args).code == 4

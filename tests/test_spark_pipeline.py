@@ -130,6 +130,21 @@ def test_dledger_stores_are_read_as_the_broker_reads_them(spark, fmt, extracted)
             assert "/data/" in mine[offset]["file"]
 
 
+def test_a_switched_store_is_read_across_its_division(spark, fmt, extracted):
+    """A broker switched to DLedger mode (mixed5): a part per file of either kind, the old
+    commitlog's records below dividedCommitlogOffset, DLedger's entries' records above it."""
+    rows = rows_of(spark.read.format(fmt).option("withBody", "true").load(stores_arg(extracted, ["mixed5"])))
+    mine, theirs = {row["commitLogOffset"]: row for row in rows}, broker_records("mixed5")
+    assert sorted(mine) == sorted(theirs)
+    divided = next(l for l in expected_read("mixed5") if l["type"] == "dledger_open")["dividedCommitlogOffset"]
+    for offset, expected in theirs.items():
+        assert_row_is_broker_record(mine[offset], expected)
+        assert mine[offset]["ok"] is True
+        assert ("/data/" in mine[offset]["file"]) == (offset >= divided), offset
+    parts = plan.commitlog_parts(plan.find_stores([str(extracted("mixed5"))]))
+    assert [Path(p.display).parent.name for p in parts] == ["commitlog"] * 4 + ["data"] * 3
+
+
 def test_damaged_fixtures_flag_the_records_that_fail_their_checks(spark, fmt, extracted):
     df = spark.read.format(fmt).option("problems", "true").load(stores_arg(extracted, DAMAGED))
     rows = rows_of(df)

@@ -300,7 +300,9 @@ def _dledger(events, dump) -> None:
                         f"entries {state['ledgerBeginIndex']} .. {state['ledgerEndIndex']}, committed "
                         f"{state['committedIndex']} (pos {state['committedPos']}); {s['entries']} entries, "
                         f"{s['blanks']} blanks, {s['indexUnits']} index units, {s['uncommitted']} uncommitted, "
-                        f"{s['problems']} problem(s)")
+                        f"{s['problems']} problem(s)"
+                        + (f"; stopped at offset {s['stoppedAt']} (--limit): the rest was not read"
+                           if s.get("stoppedAt") is not None else ""))
 
 
 RENDERERS = {

@@ -22,8 +22,11 @@ GAUGE, COUNTER = "gauge", "counter"
 class Metrics:
     """Metric families in the order they are added; each sample a (labels, value)."""
 
-    def __init__(self, command: str, store: str):
-        self.command, self.store = command, str(store)
+    def __init__(self, command: str, store):
+        """store: a store's path, or the paths of several (joined with commas); the label is the
+        absolute path, so a run from another directory adds to the same series."""
+        paths = store if isinstance(store, (list, tuple)) else [store]
+        self.command, self.store = command, ",".join(os.path.abspath(os.fspath(p)) for p in paths)
         self.families: dict[str, tuple[str, str, list]] = {}
         self.add("mqtool_last_run_timestamp_seconds", "When mqtool last ran this command on this store "
                  "(Unix time).", {}, round(time.time(), 3))
@@ -95,7 +98,9 @@ def replace_file(path, data: bytes, option: str) -> None:
 # ---------------------------------------------------------------------- per command
 
 def _problems(m: Metrics, by_kind: dict) -> None:
-    m.add("mqtool_problems", "Problems found in the store, by kind.", {"kind": "all"}, sum(by_kind.values()))
+    """Problems by kind (a series per kind: sum() adds them up) and, under a name of its own,
+    their total, there even when it is 0."""
+    m.add("mqtool_problems_found", "Problems found in the store, all kinds together.", {}, sum(by_kind.values()))
     for kind, count in sorted(by_kind.items()):
         m.add("mqtool_problems", "Problems found in the store, by kind.", {"kind": kind}, count)
 
@@ -105,10 +110,19 @@ def info_metrics(store, info: dict) -> Metrics:
     for kind in ("commitlog", "consumequeue", "index"):
         m.add("mqtool_store_bytes", "Bytes of the store's files, by kind.", {"kind": kind}, info[kind]["bytes"])
         m.add("mqtool_store_files", "The store's files, by kind.", {"kind": kind}, info[kind]["files"])
+    timer = [entry for entry in info["census"] if entry["feature"] == "timer"]    # timerwheel, timerlog/, ...
+    if timer:
+        m.add("mqtool_store_bytes", "Bytes of the store's files, by kind.", {"kind": "timer"},
+              sum(entry["bytes"] for entry in timer))
+        m.add("mqtool_store_files", "The store's files, by kind.", {"kind": "timer"},
+              sum(entry["files"] for entry in timer))
+    if info.get("timer"):
+        m.add("mqtool_timer_pending_messages", "Timer messages the 5.x timer store will deliver (recalled ones "
+              "left out).", {}, info["timer"]["pending"])
     cl = info["commitlog"]
-    m.add("mqtool_commitlog_min_offset", "The commitlog's minimum offset.", {}, cl.get("minOffset"))
-    m.add("mqtool_commitlog_max_offset", "The commitlog's maximum offset (end of the written data).", {},
-          cl.get("maxOffset"))
+    m.add("mqtool_commitlog_min_offset_bytes", "The commitlog's minimum offset (bytes).", {}, cl.get("minOffset"))
+    m.add("mqtool_commitlog_max_offset_bytes", "The commitlog's maximum offset: the end of the written data "
+          "(bytes).", {}, cl.get("maxOffset"))
     if cl.get("lastStoreTimestamp"):
         m.add("mqtool_last_message_timestamp_seconds", "Store time of the newest message (Unix time).", {},
               cl["lastStoreTimestamp"] / 1000)
@@ -116,8 +130,8 @@ def info_metrics(store, info: dict) -> Metrics:
     for q in info["queues"]:
         per_topic[q["topic"]] = per_topic.get(q["topic"], 0) + max(0, q["maxOffset"] - q["minOffset"])
     for topic, messages in sorted(per_topic.items()):
-        m.add("mqtool_topic_messages", "Messages the store holds per topic (its queues' max - min offsets).",
-              {"topic": topic}, messages)
+        m.add("mqtool_queue_messages", "Messages a topic's queues index (their max - min offsets; an inner "
+              "batch counts its messages).", {"topic": topic}, messages)
     m.add("mqtool_clean_shutdown", "1 when the last shutdown was clean (no abort file).", {}, info["cleanShutdown"])
     m.add("mqtool_lock_held", "1 when a live process holds the store's lock.", {}, info["lock"]["held"])
     _problems(m, {"info": len(info["problems"])} if info["problems"] else {})
@@ -125,11 +139,14 @@ def info_metrics(store, info: dict) -> Metrics:
 
 
 def stats_metrics(stores, lines: list[dict]) -> Metrics:
-    m = Metrics("stats", ",".join(map(str, stores)))
+    m = Metrics("stats", list(stores))
     for line in lines:
         if line["type"] == "topic":
             labels = {"broker": line.get("broker", ""), "topic": line["topic"]}
-            m.add("mqtool_topic_messages", "Valid messages per topic in the commitlog.", labels, line["messages"])
+            m.add("mqtool_topic_messages", "Valid messages per topic in the commitlog, as the broker counts them "
+                  "(an inner batch: its INNER_NUM messages).", labels, line["messages"])
+            m.add("mqtool_topic_records", "Valid commitlog records per topic (an inner batch is one).", labels,
+                  line["records"])
             m.add("mqtool_topic_bytes", "Bytes (storeSize) of the valid messages per topic.", labels, line["bytes"])
             if line.get("lastStoreTimestamp"):
                 m.add("mqtool_topic_last_message_timestamp_seconds", "Store time of a topic's newest message.",
@@ -170,21 +187,22 @@ def clean_metrics(store, report) -> Metrics:
     freed = sum(d.size for d in report.decisions if d.action in ("delete", "remove-staged"))
     staged = sum(d.size for d in report.decisions if d.action == "stage")
     m.add("mqtool_clean_dry_run", "1 when the run was a dry run (nothing changed).", {}, report.dry_run)
-    m.add("mqtool_clean_bytes_freed", "Bytes the run deleted (files removed, staged files removed).", {}, freed)
-    m.add("mqtool_clean_bytes_staged", "Bytes the run moved to the trash (freed when their delay passes).", {},
+    m.add("mqtool_clean_freed_bytes", "Bytes the run deleted (files removed, staged files removed).", {}, freed)
+    m.add("mqtool_clean_staged_bytes", "Bytes the run moved to the trash (freed when their delay passes).", {},
           staged)
     for kind in ("commitlog", "consumequeue", "batchconsumequeue", "index"):
         m.add("mqtool_clean_files_removed", "Files the run deleted or staged, by kind.", {"kind": kind},
               report.count(kind))
     m.add("mqtool_clean_messages_removed", "Messages the run removed from the queues.", {}, report.messages_removed)
-    m.add("mqtool_clean_unread_messages_removed", "Messages removed that a consumer group had not read "
-          "(all groups; absent without consumer offsets).", {"group": "all"}, report.unread_removed)
+    # per group only: a message two groups had not read is two groups' loss, so no sum over groups
+    m.add("mqtool_clean_consumer_offsets_known", "1 when the consumer offsets were read, so the unread "
+          "messages removed per group are known (0: none are given).", {}, report.unread_removed is not None)
     per_group: dict[str, int] = {}
     for loss in report.losses:
         per_group[loss.group] = per_group.get(loss.group, 0) + loss.unread
     for group, unread in sorted(per_group.items()):
-        m.add("mqtool_clean_unread_messages_removed", "Messages removed that a consumer group had not read "
-              "(all groups; absent without consumer offsets).", {"group": group}, unread)
+        m.add("mqtool_clean_unread_messages_removed", "Messages removed that a consumer group had not read, per "
+              "group.", {"group": group}, unread)
     if report.disk.known:
         m.add("mqtool_disk_used_ratio", "The fuller of the commitlog's and the consume queues' disks (0..1).",
               {}, report.disk.ratio)

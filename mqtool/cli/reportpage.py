@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import html
 import io
+import math
 
 import humanize
 
 from mqtool.cli import output
 from mqtool.errors import UsageError
 from mqtool.forensics.journey import duration
+from mqtool.formats.topicnames import SYSTEM_GROUPS, is_system_group
 
 TABLE_ROWS = 500          # rows of a table before "... and N more"
 TOP_TOPICS = 8            # topics drawn on their own in the per-hour charts; the rest are "other topics"
@@ -75,21 +77,61 @@ def _pct(ratio) -> str:
     return "-" if ratio is None or ratio < 0 else f"{ratio * 100:.1f} %"
 
 
-def _bytes_axis(ax, axis="x") -> None:
-    from matplotlib.ticker import FuncFormatter
+def binary_ticks(vmin: float, vmax: float, bins: int = 6) -> list[int]:
+    """Ticks for a byte axis at round binary values: the multiples of a power of two (the
+    smallest step giving at most `bins` steps), so labels read 8 KiB, 16 KiB, 24 KiB or
+    512 MiB, 1 GiB, 1.5 GiB, never 9.77 KiB."""
+    step = 1 << max(0, math.ceil(math.log2(max(vmax - vmin, 1) / bins)))
+    return [n * step for n in range(math.ceil(vmin / step), math.floor(vmax / step) + 1)]
 
-    fmt = FuncFormatter(lambda v, _: humanize.naturalsize(max(v, 0), binary=True, format="%.3g"))
-    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(fmt)
+
+def binary_labels(ticks) -> list[str]:
+    """Labels of binary_ticks, exact, all in the unit of their step (1536 MiB, not 1.5 GiB next
+    to 1 GiB; 1088 KiB, not 1.062 MiB)."""
+    step = min((b - a for a, b in zip(ticks, ticks[1:])), default=max(ticks[0] if ticks else 1, 1)) or 1
+    power = min(int(math.log(step, 1024)), len(BINARY_UNITS) - 1)
+    return [f"{int(t) >> (10 * power):,} {BINARY_UNITS[power]}" for t in ticks]
+
+
+BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def _bytes_axis(ax, axis="x") -> None:
+    from matplotlib.ticker import Formatter, Locator
+
+    class BinaryLocator(Locator):
+        def __call__(self):
+            return self.tick_values(*self.axis.get_view_interval())
+
+        def tick_values(self, vmin, vmax):
+            return binary_ticks(min(vmin, vmax), max(vmin, vmax))
+
+    class BinaryFormatter(Formatter):
+        def format_ticks(self, values):
+            return binary_labels(list(values))
+
+        def __call__(self, x, pos=None):
+            return binary_labels([x])[0]
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(BinaryLocator())
+    target.set_major_formatter(BinaryFormatter())
 
 
 def _hours_axis(ax, hours) -> None:
-    """Dates on the x axis, with an hour of room either side (one hour alone is a readable bar)."""
+    """Dates on the x axis, with an hour of room either side (one hour alone is a readable bar);
+    ticks on whole hours (every 1, 2, 3, 4, 6 or 12 of them), on days beyond ten days."""
     import matplotlib.dates as mdates
     import numpy as np
 
     first, last = min(hours), max(hours)
     ax.set_xlim(np.datetime64((first - 1) * 3600, "s"), np.datetime64((last + 2) * 3600, "s"))
-    locator = mdates.AutoDateLocator(minticks=3, maxticks=12)
+    span = last - first + 3
+    if span <= 240:
+        every = next(n for n in (1, 2, 3, 4, 6, 12, 24) if span / n <= 12)
+        locator = mdates.HourLocator(byhour=range(0, 24, every))
+    else:
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=12, interval_multiples=True)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
@@ -108,13 +150,10 @@ def _table(columns, rows, *, numeric=()) -> str:
     return f"<div class=tablewrap><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
 
 
-def _empty(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color=GREY, fontsize=11)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.grid(False)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+def _nothing(text: str, tables: str = "") -> tuple:
+    """A chart with nothing to draw: no figure (a blank card says nothing), one line saying why,
+    and the tables there still are."""
+    return None, tables, text
 
 
 # ---------------------------------------------------------------------- the charts
@@ -201,26 +240,24 @@ def _per_hour(plt, data) -> tuple[str, str]:
     ranked = sorted(topics, key=lambda t: -topics[t]["messages"])
     shown, rest = ranked[:TOP_TOPICS], ranked[TOP_TOPICS:]
     hours = sorted({h for t in topics.values() for h in t["hours"]})
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
     if not hours:
-        _empty(top, "no messages")
-        _empty(bottom, "no messages")
-    else:
-        x = np.array([h * 3600 for h in hours], dtype="datetime64[s]")
-        width = np.timedelta64(3000, "s")
-        series = [(name, [name]) for name in shown] + ([("other topics", rest)] if rest else [])
-        for ax, field, label in ((top, "hours", "messages"), (bottom, "hourBytes", "bytes")):
-            base = np.zeros(len(hours))
-            for i, (name, members) in enumerate(series):
-                values = np.array([sum(topics[m][field].get(h, 0) for m in members) for h in hours], dtype=float)
-                ax.bar(x, values, width, bottom=base, label=name, color=PALETTE[i % len(PALETTE)], align="edge")
-                base += values
-            ax.set_ylabel(f"{label} per hour")
-        _bytes_axis(bottom, "y")
-        _hours_axis(bottom, hours)
-        top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-        top.set_title(f"messages and bytes per hour (UTC), by topic: {len(topics)} topic(s), {len(hours)} hour(s)",
-                      loc="left")
+        return _nothing("no messages")
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
+    x = np.array([h * 3600 for h in hours], dtype="datetime64[s]")
+    width = np.timedelta64(3600, "s")       # a bar covers its whole hour
+    series = [(name, [name]) for name in shown] + ([("other topics", rest)] if rest else [])
+    for ax, field, label in ((top, "hours", "messages"), (bottom, "hourBytes", "bytes")):
+        base = np.zeros(len(hours))
+        for i, (name, members) in enumerate(series):
+            values = np.array([sum(topics[m][field].get(h, 0) for m in members) for h in hours], dtype=float)
+            ax.bar(x, values, width, bottom=base, label=name, color=PALETTE[i % len(PALETTE)], align="edge")
+            base += values
+        ax.set_ylabel(f"{label} per hour")
+    _bytes_axis(bottom, "y")
+    _hours_axis(bottom, hours)
+    top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    top.set_title(f"messages and bytes per hour (UTC), by topic: {len(topics)} topic(s), {len(hours)} hour(s)",
+                  loc="left")
     fig.tight_layout()
     rows = [(_hour(h), t, _int(topics[t]["hours"][h]), _size(topics[t]["hourBytes"].get(h, 0)))
             for h in hours for t in ranked if h in topics[t]["hours"]]
@@ -229,80 +266,93 @@ def _per_hour(plt, data) -> tuple[str, str]:
 
 def _sizes(plt, data) -> tuple[str, str]:
     hist = {int(k): v for k, v in data["stats"]["sizeHistogram"].items()}
+    if not hist:
+        return _nothing("no messages")
+    bucket = min(hist)      # every power of two from the smallest to the largest, empty ones too: even spacing
+    while bucket < max(hist):
+        bucket *= 2
+        hist.setdefault(bucket, 0)
     fig, ax = plt.subplots(figsize=(10, 2.8))
     total = sum(hist.values())
-    if not hist:
-        _empty(ax, "no messages")
-    else:
-        labels = [f"≤ {humanize.naturalsize(b, binary=True, format='%.0f')}" for b in sorted(hist)]
-        ax.bar(range(len(hist)), [hist[b] for b in sorted(hist)], color=BLUE, width=0.7)
-        ax.set_xticks(range(len(hist)), labels)
-        ax.set_ylabel("messages")
-        ax.set_title(f"record sizes (storeSize, powers of two): {total:,} messages", loc="left")
-        ax.grid(axis="x", visible=False)
+    labels = [f"≤ {humanize.naturalsize(b, binary=True, format='%.0f')}" for b in sorted(hist)]
+    ax.bar(range(len(hist)), [hist[b] for b in sorted(hist)], color=BLUE, width=0.7)
+    ax.set_xticks(range(len(hist)), labels)
+    ax.set_ylabel("records")
+    ax.set_title(f"record sizes (storeSize, powers of two): {total:,} records", loc="left")
+    ax.grid(axis="x", visible=False)
     fig.tight_layout()
     rows = [(f"≤ {_size(b)}", _int(n), f"{100 * n / total:.2f}") for b, n in sorted(hist.items())]
-    return _svg(plt, fig, "sizes"), _table(["size", "messages", "%"], rows, numeric=(1, 2))
+    return _svg(plt, fig, "sizes"), _table(["size", "records", "%"], rows, numeric=(1, 2))
 
 
 def _lag(plt, data) -> tuple[str, str]:
     groups = data["lag"]["groups"]
     ranked = sorted(groups, key=lambda g: (-g["lagMessages"], g["group"]))[:TOP_GROUPS]
-    fig, ax = plt.subplots(figsize=(10, max(2.2, 0.28 * len(ranked) + 1.0)))
     if not ranked:
-        _empty(ax, "no consumer offsets (config/consumerOffset.json)")
-    else:
-        names = [g["group"] for g in ranked][::-1]
-        values = [g["lagMessages"] for g in ranked][::-1]
-        colors = [RED if g["outOfRange"] else BLUE for g in ranked][::-1]
-        ax.barh(range(len(ranked)), values, color=colors, height=0.65)
-        ax.set_yticks(range(len(ranked)), names)
-        for i, g in enumerate(ranked[::-1]):
-            ax.text(g["lagMessages"], i, f"  {_size(g['lagBytes'])}", va="center", fontsize=8, color=DARK)
-        ax.set_xlabel("messages not consumed yet")
-        ax.grid(axis="y", visible=False)
-        out = sum(1 for g in groups if g["outOfRange"])
-        ax.set_title(f"lag per consumer group ({len(groups)} group(s)"
-                     + (f"; the {TOP_GROUPS} most behind" if len(groups) > TOP_GROUPS else "")
-                     + (f"; red: {out} with offsets out of range" if out else "") + ")", loc="left")
-        ax.margins(x=0.15)
+        return _nothing("no consumer offsets (config/consumerOffset.json): nobody has consumed yet",
+                        _delay_table(data["lag"]["delays"]))
+    fig, ax = plt.subplots(figsize=(10, max(2.2, 0.28 * len(ranked) + 1.0)))
+    names = [_group_name(g["group"], short=True) for g in ranked][::-1]
+    values = [g["lagMessages"] for g in ranked][::-1]
+    colors = [RED if g["outOfRange"] else GREY if is_system_group(g["group"]) else BLUE for g in ranked][::-1]
+    ax.barh(range(len(ranked)), values, color=colors, height=0.65)
+    ax.set_yticks(range(len(ranked)), names)
+    for i, g in enumerate(ranked[::-1]):
+        ax.text(g["lagMessages"], i, f"  {_size(g['lagBytes'])}", va="center", fontsize=8, color=DARK)
+    ax.set_xlabel("messages not consumed yet")
+    ax.grid(axis="y", visible=False)
+    out = sum(1 for g in groups if g["outOfRange"])
+    ax.set_title(f"lag per consumer group ({len(groups)} group(s)"
+                 + (f"; the {TOP_GROUPS} most behind" if len(groups) > TOP_GROUPS else "")
+                 + (f"; red: {out} with offsets out of range" if out else "") + ")", loc="left")
+    ax.margins(x=0.15)
     fig.tight_layout()
-    rows = [(g["group"], _int(g["topics"]), _int(g["queues"]), _int(g["lagMessages"]), _size(g["lagBytes"]),
-             _time(g["oldestUnconsumedTimestamp"]), _int(g["outOfRange"]), _int(g["skippedMessages"]),
-             _int(g["neverCommitted"])) for g in sorted(groups, key=lambda g: (-g["lagMessages"], g["group"]))]
+    rows = [(_group_name(g["group"]), _int(g["topics"]), _int(g["queues"]), _int(g["lagMessages"]),
+             _size(g["lagBytes"]), _time(g["oldestUnconsumedTimestamp"]), _int(g["outOfRange"]),
+             _int(g["skippedMessages"]), _int(g["neverCommitted"]))
+            for g in sorted(groups, key=lambda g: (-g["lagMessages"], g["group"]))]
     table = _table(["group", "topics", "queues", "lag (messages)", "lag (bytes)", "oldest unconsumed",
-                    "offsets out of range", "skipped (deleted unread)", "queues never committed"], rows,
+                    "out of range", "skipped (deleted unread)", "queues never committed"], rows,
                    numeric=(1, 2, 3, 4, 6, 7, 8))
-    delays = data["lag"]["delays"]
-    if delays:
-        table += "<h3>Delay levels (delayOffset.json: the delay scheduler's lag)</h3>" + _table(
-            ["level", "delay", "offset", "max offset", "lag (messages)", "oldest undelivered", "status"],
-            [(d["level"], "-" if d["delayMs"] is None else f"{d['delayMs'] / 1000:g} s", _int(d["committedOffset"]),
-              _int(d["maxOffset"]), _int(d["lagMessages"]), _time(d["oldestUnconsumedTimestamp"]), d["status"])
-             for d in delays], numeric=(0, 2, 3, 4))
-    return _svg(plt, fig, "lag"), table
+    return _svg(plt, fig, "lag"), table + _delay_table(data["lag"]["delays"])
+
+
+def _group_name(group: str, short: bool = False) -> str:
+    """A group as the page names it: the broker's own groups marked as the system's."""
+    if not is_system_group(group):
+        return group
+    return f"{group} (system)" if short else f"{group} (the broker's own: {SYSTEM_GROUPS.get(group, 'a system group')})"
+
+
+def _delay_table(delays) -> str:
+    if not delays:
+        return ""
+    return "<h3>Delay levels (delayOffset.json: the delay scheduler's lag)</h3>" + _table(
+        ["level", "delay", "offset", "max offset", "lag (messages)", "oldest undelivered", "status"],
+        [(d["level"], "-" if d["delayMs"] is None else f"{d['delayMs'] / 1000:g} s", _int(d["committedOffset"]),
+          _int(d["maxOffset"]), _int(d["lagMessages"]), _time(d["oldestUnconsumedTimestamp"]), d["status"])
+         for d in delays], numeric=(0, 2, 3, 4))
 
 
 def _timer(plt, data) -> tuple[str, str]:
     import numpy as np
 
     timer = data["timer"]
-    fig, ax = plt.subplots(figsize=(10, 2.8 if timer and timer["byHour"] else 1.0))
     if timer is None:
-        _empty(ax, "no timer store (5.x timerWheelEnable)")
-        rows = []
-    elif not timer["byHour"]:
-        _empty(ax, "no timer message pending")
-        rows = []
-    else:
-        hours = [int(h) for h in timer["byHour"]]
-        x = np.array([h * 3600 for h in hours], dtype="datetime64[s]")
-        ax.bar(x, list(timer["byHour"].values()), np.timedelta64(3000, "s"), color=ORANGE, align="edge")
-        ax.set_ylabel("timer messages due")
-        _hours_axis(ax, hours)
-        ax.set_title(f"timer backlog by due hour (UTC): {timer['pending']:,} pending, delivered up to "
-                     f"{_time(timer['lastReadTimeMs'])}", loc="left")
-        rows = [(_hour(int(h)), _int(n)) for h, n in timer["byHour"].items()]
+        return _nothing("no timer store (5.x timerWheelEnable)")
+    if not timer["byHour"]:
+        return _nothing("no timer message pending")
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    hours = [int(h) for h in timer["byHour"]]
+    x = np.array([h * 3600 for h in hours], dtype="datetime64[s]")
+    ax.bar(x, list(timer["byHour"].values()), np.timedelta64(3600, "s"), color=ORANGE, align="edge")
+    ax.set_ylabel("timer messages due")
+    _hours_axis(ax, hours)
+    ax.set_title(f"timer backlog by due hour (UTC): {timer['pending']:,} pending ({timer['recalled']:,} "
+                 f"recalled"
+                 + (f"; {timer['deliverable']:,} on the slots' chains" if timer["deliverable"] != timer["pending"]
+                    else "") + f"), delivered up to {_time(timer['lastReadTimeMs'])}", loc="left")
+    rows = [(_hour(int(h)), _int(n)) for h, n in timer["byHour"].items()]
     fig.tight_layout()
     return _svg(plt, fig, "timer"), _table(["due hour (UTC)", "pending timer messages"], rows, numeric=(1,))
 
@@ -313,27 +363,26 @@ def _flows(plt, data) -> tuple[str, str]:
 
     groups = data["flows"]
     hours = sorted({int(h) for g in groups for field in ("retriesPerHour", "deadLettersPerHour") for h in g[field]})
-    fig, ax = plt.subplots(figsize=(10, 2.8 if hours else 1.0))
     if not hours:
-        _empty(ax, "no retries or dead letters (no %RETRY% or %DLQ% topic holds a message)")
-    else:
-        x = np.array([h * 3600 for h in hours], dtype="datetime64[s]")
-        base = np.zeros(len(hours))
-        ranked = sorted(groups, key=lambda g: -(g["retries"] + g["deadLetters"]))[:TOP_GROUPS]
-        for i, g in enumerate(ranked):
-            for field, label, color in (("retriesPerHour", "retries", PALETTE[i % len(PALETTE)]),
-                                        ("deadLettersPerHour", "dead letters", RED)):
-                values = np.array([g[field].get(h, g[field].get(str(h), 0)) for h in hours], dtype=float)
-                if values.any():
-                    ax.bar(x, values, np.timedelta64(3000, "s"), bottom=base, align="edge", color=color,
-                           label=f"{g['group']}: {label}", hatch="//" if field == "deadLettersPerHour" else None,
-                           edgecolor="white")
-                    base += values
-        ax.set_ylabel("messages per hour")
-        _hours_axis(ax, hours)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-        ax.set_title(f"where messages go: {sum(g['retries'] for g in groups):,} retries and "
-                     f"{sum(g['deadLetters'] for g in groups):,} dead letters of {len(groups)} group(s)", loc="left")
+        return _nothing("no retries or dead letters (no %RETRY% or %DLQ% topic holds a message)")
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    x = np.array([h * 3600 for h in hours], dtype="datetime64[s]")
+    base = np.zeros(len(hours))
+    ranked = sorted(groups, key=lambda g: -(g["retries"] + g["deadLetters"]))[:TOP_GROUPS]
+    for i, g in enumerate(ranked):
+        for field, label, color in (("retriesPerHour", "retries", PALETTE[i % len(PALETTE)]),
+                                    ("deadLettersPerHour", "dead letters", RED)):
+            values = np.array([g[field].get(h, g[field].get(str(h), 0)) for h in hours], dtype=float)
+            if values.any():
+                ax.bar(x, values, np.timedelta64(3600, "s"), bottom=base, align="edge", color=color,
+                       label=f"{g['group']}: {label}", hatch="//" if field == "deadLettersPerHour" else None,
+                       edgecolor="white")
+                base += values
+    ax.set_ylabel("messages per hour")
+    _hours_axis(ax, hours)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.set_title(f"where messages go: {sum(g['retries'] for g in groups):,} retries and "
+                 f"{sum(g['deadLetters'] for g in groups):,} dead letters of {len(groups)} group(s)", loc="left")
     fig.tight_layout()
     rows = [(g["group"], _int(g["retries"]), _int(g["deadLetters"])) for g in groups]
     return _svg(plt, fig, "flows"), _table(["group", "retries (%RETRY%group)", "dead letters (%DLQ%group)"], rows,
@@ -343,10 +392,9 @@ def _flows(plt, data) -> tuple[str, str]:
 def _transactions(plt, data) -> tuple[str, str]:
     tx = data["transactions"]
     topics = tx["byTopic"] if tx else []
-    fig, ax = plt.subplots(figsize=(10, max(1.0, 0.35 * len(topics) + 0.9)))
     if not topics:
-        _empty(ax, "no transactions (RMQ_SYS_TRANS_HALF_TOPIC holds none)")
-        return _svg(plt, fig, "transactions"), ""
+        return _nothing("no transactions (RMQ_SYS_TRANS_HALF_TOPIC holds none)")
+    fig, ax = plt.subplots(figsize=(10, max(1.0, 0.35 * len(topics) + 0.9)))
     names = [t["topic"] or "?" for t in topics][::-1]
     left = [0] * len(topics)
     for state, color in (("COMMITTED", BLUE), ("ROLLED_BACK", GREY), ("PENDING", ORANGE)):
@@ -378,36 +426,34 @@ def _transactions(plt, data) -> tuple[str, str]:
 
 def _disk(plt, data) -> tuple[str, str]:
     clean = data["clean"]
-    fig, ax = plt.subplots(figsize=(10, 2.8))
     if clean is None or clean["disk"]["totalBytes"] <= 0:
-        _empty(ax, "the disk could not be measured")
-        rows, losses = [], []
-    else:
-        disk, levels = clean["disk"], clean["levels"]
-        now = disk["ratio"]
-        after = (disk["usedBytes"] - clean["freedBytes"]) / disk["totalBytes"]
-        ax.barh([1], [now * 100], color=BLUE, height=0.55)
-        ax.barh([0], [after * 100], color=BLUE2, height=0.55)
-        ax.set_yticks([1, 0], ["now", "after the next clean"])
-        for k, (name, value, color) in enumerate((
-                ("diskMaxUsedSpaceRatio", levels["diskMaxUsedSpaceRatio"], ORANGE),
-                ("diskSpaceCleanForciblyRatio", levels["diskSpaceCleanForciblyRatio"], RED),
-                ("diskSpaceWarningLevelRatio", levels["diskSpaceWarningLevelRatio"], DARK))):
-            ax.axvline(value * 100, color=color, linestyle="--", linewidth=1.2)
-            ax.text(value * 100 - 0.6, 1.5 + 0.42 * k, f"{name} {value * 100:g} %", color=color, fontsize=7.5,
-                    va="center", ha="right", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
-        for yv, v in ((1, now), (0, after)):
-            ax.text(v * 100, yv, f"  {v * 100:.1f} %", va="center", fontsize=8.5, color=DARK)
-        ax.set_xlim(0, 100)
-        ax.set_ylim(-0.5, 2.5)
-        ax.set_xlabel(f"disk used, % ({disk['path']}: {_size(disk['usedBytes'])} of {_size(disk['totalBytes'])})")
-        ax.grid(axis="y", visible=False)
-        unread = clean["unreadRemoved"]
-        ax.set_title(f"the disk against the broker's levels\nthe next clean frees {_size(clean['freedBytes'])}, "
-                     f"removes {clean['messagesRemoved']:,} message(s)"
-                     + ("" if unread is None else f", {unread:,} of them unread by a consumer group"), loc="left")
-        rows = [(d["kind"], d["file"], d["action"], _size(d["size"]), d["why"]) for d in clean["decisions"]]
-        losses = [(g, _int(n)) for g, n in clean["lossesByGroup"].items()]
+        return _nothing("the disk could not be measured")
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    disk, levels = clean["disk"], clean["levels"]
+    now = disk["ratio"]
+    after = (disk["usedBytes"] - clean["freedBytes"]) / disk["totalBytes"]
+    ax.barh([1], [now * 100], color=BLUE, height=0.55)
+    ax.barh([0], [after * 100], color=BLUE2, height=0.55)
+    ax.set_yticks([1, 0], ["now", "after the next clean"])
+    for k, (name, value, color) in enumerate((
+            ("diskMaxUsedSpaceRatio", levels["diskMaxUsedSpaceRatio"], ORANGE),
+            ("diskSpaceCleanForciblyRatio", levels["diskSpaceCleanForciblyRatio"], RED),
+            ("diskSpaceWarningLevelRatio", levels["diskSpaceWarningLevelRatio"], DARK))):
+        ax.axvline(value * 100, color=color, linestyle="--", linewidth=1.2)
+        ax.text(value * 100 - 0.6, 1.5 + 0.42 * k, f"{name} {value * 100:g} %", color=color, fontsize=7.5,
+                va="center", ha="right", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+    for yv, v in ((1, now), (0, after)):
+        ax.text(v * 100, yv, f"  {v * 100:.1f} %", va="center", fontsize=8.5, color=DARK)
+    ax.set_xlim(0, 100)
+    ax.set_ylim(-0.5, 2.5)
+    ax.set_xlabel(f"disk used, % ({disk['path']}: {_size(disk['usedBytes'])} of {_size(disk['totalBytes'])})")
+    ax.grid(axis="y", visible=False)
+    unread = clean["unreadRemoved"]
+    ax.set_title(f"the disk against the broker's levels\nthe next clean frees {_size(clean['freedBytes'])}, "
+                 f"removes {clean['messagesRemoved']:,} message(s)"
+                 + ("" if unread is None else f", {unread:,} of them unread by a consumer group"), loc="left")
+    rows = [(d["kind"], d["file"], d["action"], _size(d["size"]), d["why"]) for d in clean["decisions"]]
+    losses = [(g, _int(n)) for g, n in clean["lossesByGroup"].items()]
     fig.tight_layout()
     note = ""
     if clean is not None:
@@ -467,9 +513,10 @@ figure { margin: 0 0 12px; }
 figure svg { width: 100%; height: auto; }
 .tablewrap { max-height: 420px; overflow: auto; border: 1px solid #e3e3e3; border-radius: 6px; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
-th, td { padding: 4px 8px; border-bottom: 1px solid #eee; text-align: left; white-space: nowrap; }
-td:last-child { white-space: normal; }
-th { background: #f0f2f5; position: sticky; top: 0; }
+th, td { padding: 4px 8px; border-bottom: 1px solid #eee; text-align: left; }
+td.num { white-space: nowrap; }
+th { background: #f0f2f5; position: sticky; top: 0; white-space: normal; vertical-align: bottom; }
+section.empty h2 { display: inline; margin-right: 10px; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 .more, .empty { color: #777; font-size: 12px; }
@@ -477,6 +524,16 @@ ul.problems li { color: #b71c1c; font-size: 13px; }
 code { background: #f0f2f5; padding: 0 3px; border-radius: 3px; }
 footer { color: #888; font-size: 12px; text-align: center; padding: 12px; }
 """
+
+
+def _behind(groups) -> tuple:
+    """The card of the group furthest behind: lag is per group (each group reads every message of
+    its topics), so lags of several groups are never added up."""
+    if not groups:
+        return ("messages not consumed (most behind group)", "-", False)
+    users = [g for g in groups if not is_system_group(g["group"])] or groups    # the broker's own groups last
+    worst = max(users, key=lambda g: (g["lagMessages"], g["group"]))
+    return (f"messages not consumed by {worst['group']} (most behind group)", _int(worst["lagMessages"]), False)
 
 
 def render(data: dict) -> str:
@@ -491,7 +548,7 @@ def render(data: dict) -> str:
              ("damaged records / problems", f"{stats['damagedRecords']:,} / {stats['problems']:,}",
               bool(stats["problems"])),
              ("consumer groups", _int(len(lag["groups"])), False),
-             ("messages not consumed", _int(sum(g["lagMessages"] for g in lag["groups"])), False),
+             _behind(lag["groups"]),
              ("offsets out of range", _int(sum(g["outOfRange"] for g in lag["groups"])),
               any(g["outOfRange"] for g in lag["groups"])),
              ("disk used", _pct(clean["disk"]["ratio"]) if clean else "-",
@@ -516,7 +573,11 @@ def render(data: dict) -> str:
         parts.append("<section id=notes><h2>Notes</h2><ul>"
                      + "".join(f"<li>{html.escape(n)}</li>" for n in data["notes"]) + "</ul></section>")
     for ident, title, draw, what in CHARTS:
-        svg, tables = draw(plt, data)
+        svg, tables, *why = draw(plt, data)
+        if svg is None:      # nothing to draw: a heading and why, not a blank card
+            parts.append(f"<section id={ident} class=empty><h2>{html.escape(title)}</h2>"
+                         f"<p class=empty>{html.escape(why[0])}</p>{tables}</section>")
+            continue
         parts.append(f"<section id={ident}><h2>{html.escape(title)}</h2><p class=what>{html.escape(what)}</p>"
                      f"<figure class=chart data-chart={ident}>{svg}</figure>{tables}</section>")
     parts.append(f"</main><footer>mqtool report &middot; gathered in {data['seconds']:.2f} s</footer></body></html>")

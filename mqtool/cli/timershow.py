@@ -99,7 +99,10 @@ def timerwheel(events, dump) -> None:
         else:
             summary = event[1]
             table.flush()
-            output.note(f"{summary['slots']} slots written; precision {summary['precisionMs']} ms")
+            shown = (f"{summary['slots']} slots shown; stopped at slot {summary['stoppedAtSlot']} (--limit): the "
+                     "rest was not read" if summary.get("stoppedAtSlot") is not None
+                     else f"{summary['slots']} slots written")
+            output.note(f"{shown}; precision {summary['precisionMs']} ms")
             output.note(pending_text(summary))
 
 

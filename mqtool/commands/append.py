@@ -42,7 +42,7 @@ LISTED_FAILURES = 100
 @click.option("--input", "input_path", type=click.Path(dir_okay=False, allow_dash=True),
               help="JSON lines of message specs ('-' for stdin; stdin is read when no --topic is given).")
 @click.option("--flush", "flush_type", type=click.Choice(["sync", "async"]),
-              help="SYNC_FLUSH or ASYNC_FLUSH (default: the store's flushDiskType).")
+              help="sync: flushDiskType=SYNC_FLUSH, async: ASYNC_FLUSH (default: the store's flushDiskType).")
 @click.option("--batch", type=click.IntRange(1, 100000), default=4096, show_default=True,
               help="Lines read and checked before they are stored together.")
 @click.option("--dry-run", is_flag=True, help="Read and check every line; store nothing (the store is not opened).")

@@ -59,8 +59,10 @@ def cli(run, store_a, store_b, config_path, settings, as_json):
         raise ProblemsFound(f"{side}: {first.kind}: {first.message} ({len(result.problems)} problem(s) met)",
                             path=first.path, offset=first.file_offset)
     if not result.same:
+        where = (f"{result.ends_earlier} ends earlier, at offset {result.diverged_at}" if result.ends_earlier
+                 else f"diverged at offset {result.diverged_at}")
         raise ProblemsFound(f"the replicas differ: {result.a.only} message(s) only in A, {result.b.only} only in B "
-                            f"(diverged at offset {result.diverged_at})")
+                            f"({where})")
 
 
 def _show(summary: dict) -> None:
@@ -70,6 +72,11 @@ def _show(summary: dict) -> None:
              f"common records: {summary['commonRecords']}"]
     if summary["divergedAt"] is None:
         lines.append("the replicas hold the same records")
+    elif summary["endsEarlier"]:     # a prefix of the other: behind, not diverged
+        short, long_ = summary["endsEarlier"], "B" if summary["endsEarlier"] == "A" else "A"
+        lines.append(f"{short} ends earlier, at offset {summary['divergedAt']}: it holds the first "
+                     f"{summary['commonRecords']} records of {long_} and nothing else (a replica behind the other)")
+        lines.append(f"only in {long_}: {summary['onlyIn' + long_]} message(s)")
     else:
         where = f"diverged at offset {summary['divergedAt']} ({summary['reason']})"
         for name, side in (("A", a), ("B", b)):

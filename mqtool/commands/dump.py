@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from mqtool.cli import options, requires
+from mqtool.cli import options, output, requires
 from mqtool.cli import dumpview
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.forensics.dumpkinds import KINDS, Dump, DumpOptions, FileArgs, infer_kind
@@ -74,8 +74,24 @@ def cli(run, target, kind, config_path, settings, as_json, topics, queues, offse
             raise UsageError("give KIND after STORE: " + ", ".join(KINDS))
         layout = open_layout(target, config_path, settings)
         run.reading([layout])
+        if kind in ("commitlog", "consumequeue", "batchconsumequeue"):   # (timer kinds filter on the real topic)
+            _say_unknown_topics(layout, topics)
         dump = Dump(kind, dump_options, layout=layout)
     dumpview.render(dump)
     found = dump.problems_found()
     if found:
         raise found
+
+
+def _say_unknown_topics(layout, topics) -> None:
+    """--topic naming a topic the store has no queue of: said, so that an empty table is not a riddle."""
+    if not topics:
+        return
+    from mqtool.storage import batchqueue
+
+    known = {t for t, _, _ in layout.consume_queues()} | {t for t, _, _ in batchqueue.queues(layout)}
+    for topic in topics:
+        if topic not in known:
+            shown = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
+            output.note(f"note: the store has no queue of topic {topic}"
+                        + (f" (its topics: {shown})" if known else " (it has no queues)"))

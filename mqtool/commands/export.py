@@ -26,7 +26,8 @@ from mqtool.pipeline import exporter
 @options.config_option
 @click.option("--out", "-o", "out", required=True, type=click.Path(path_type=str),
               help="The output directory (one topic=<name>/ directory per topic).")
-@click.option("--format", "fmt", type=click.Choice(exporter.FORMATS), default="parquet", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(exporter.FORMATS), default="parquet", show_default=True,
+              help="The files written: Parquet (the `export` extra: pyarrow) or JSON lines.")
 @click.option("--with-body", is_flag=True, help="Also export each body, as stored (binary; base64 in JSON).")
 @click.option("--overwrite", is_flag=True, help="Replace DIR if it exists and is not empty.")
 @options.filter_options

@@ -116,6 +116,8 @@ def _show(info: dict) -> None:
                       f"{dl['currTerm']}, voted for {escape(dl['voteLeader'] or 'nobody')}; entries "
                       f"{dl['ledgerBeginIndex']} .. {dl['ledgerEndIndex']} (end term {dl['ledgerEndTerm']}, "
                       f"data end {dl['dataEnd']}); committed {committed}", highlight=False)
+        if info.get("division"):
+            console.print(f"  division       {escape(storeinfo.division_text(info['division']))}", highlight=False)
         if dl["uncommittedEntries"]:
             console.print(f"  [yellow]dledger: {dl['uncommittedEntries']} entries past the committed index "
                           "(uncommitted: a broker dispatches them only after a crash)[/yellow]", highlight=False)

@@ -1,7 +1,8 @@
 """`mqtool lag STORE`: consumer lag offline, from the consumers' offsets in config/ (mqtool/forensics/lag.py).
 
-Exit 0; 1 when an offset is out of range (below the queue's min or above its max, or of a queue the
-store does not hold) or the offsets file is missing, damaged (its .bak read instead) or unreadable.
+Exit 0 (also when there is no offsets file: nobody has consumed yet); 1 when an offset is out of range
+(below the queue's min or above its max, or of a queue the store does not hold), the offsets file is
+damaged (its .bak read instead) or unreadable, or --group asks for offsets there is no file of.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ def cli(run, store, config_path, settings, as_json, prometheus, groups, topics):
         _show(report)
     if prometheus:
         metrics.write(prometheus, metrics.lag_metrics(layout.root, report))
-    if report.problems:
+    if report.problems:     # the table's notes listed each one; the last line says how many
         more = len(report.problems) - 1
-        raise ProblemsFound(report.problems[0] + (f" (and {more} more)" if more else ""))
+        raise ProblemsFound(report.problems[0] + (f" (and {more} more)" if more else "") if as_json else
+                            f"{len(report.problems)} problem(s) with the consumer offsets (listed above)")
 
 
 def _show(report: lag.LagReport) -> None:
@@ -84,5 +86,7 @@ def _show(report: lag.LagReport) -> None:
     for f in report.files:
         read = f"read {f.read}" if f.read else "not read"
         output.note(f"config/{f.name}: {read}" + (f" ({f.note})" if f.note else "") + (f" ({f.error})" if f.error else ""))
+    for line in report.notes:
+        output.note(f"note: {line}")
     for problem in report.problems:
         output.note(f"problem: {problem}")

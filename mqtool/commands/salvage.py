@@ -39,7 +39,7 @@ def cli(run, store, out, config_path, settings, as_json, progress, drop_features
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"{out}: OUT must be a new or empty directory")
     source = open_layout(store, config_path, settings)
-    run.reading([source])
+    run.reading([source])     # STORE is only read: a holder's work in flight is said, as every reader says it
     root = source.root.resolve()
     if target == root or root in target.parents or target in root.parents:
         raise RefusedError("OUT overlaps STORE, which salvage only reads", path=target)

@@ -33,10 +33,13 @@ def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, 
     """Messages, bytes, store times, sizes, distinct keys and messages per hour, per topic and queue.
 
     STORE is a store directory, NAME=DIR, or a directory with one store per broker; several
-    stores are summed up together, each under its broker name.
+    stores are summed up together, each under its broker name (brokerName from --config or --set
+    for a single store, else the folder's).  Replicas of one DLedger group are counted once, from
+    the replica holding the most entries (said in a note and a `replicas` JSON line).
     """
     found = pipeline.find_stores(stores, config_path, settings)
     run.reading([s.layout() for s in found])
+    found, replicas = pipeline.dledger_replicas(found)     # one DLedger group's replicas: counted once
     filters = Filters.from_options(topics, since=since, until=until)
     runner = run.open_engine(engine, jobs, master, spark_conf)
     try:
@@ -50,12 +53,17 @@ def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, 
     finally:
         runner.close()
     if as_json:
-        for line in lines:
+        for line in replicas + lines:
             output.emit_json(line)
     else:
+        for group in replicas:
+            others = "; ".join(f"{r['store']} {r['entries']:,}" for r in group["replicas"] if r["store"] != group["counted"])
+            output.note(f"note: {len(group['replicas'])} stores are replicas of one DLedger group (the same entry 0): "
+                        f"counted once, as {group['broker']}, from {group['counted']} ({group['entries']:,} entries; "
+                        f"the others hold {others})")
         _tables(lines, several=len(found) > 1)
     if prometheus:
-        metrics.write(prometheus, metrics.stats_metrics(stores, lines))
+        metrics.write(prometheus, metrics.stats_metrics([s.root for s in found], lines))
     total = lines[-1]
     if total["problems"]:
         damaged = [l for l in lines if l["type"] == "store" and l["problems"]]
@@ -105,12 +113,12 @@ def _tables(lines, several: bool) -> None:
         for bucket, n in line["sizeHistogram"].items():
             sizes[int(bucket)] = sizes.get(int(bucket), 0) + n
     if sizes:
-        hist = output.TableStream("record sizes (storeSize)", [("up to", right), ("messages", right),
+        hist = output.TableStream("record sizes (storeSize)", [("up to", right), ("records", right),
                                                                ("%", right), ("", {})])
         peak = max(sizes.values())
         for bucket, n in sorted(sizes.items()):
             hist.add(humanize.naturalsize(bucket, binary=True, format="%.0f"), f"{n:,}",
-                     f"{100 * n / total['messages']:.2f}", "#" * max(1, round(30 * n / peak)))
+                     f"{100 * n / total['records']:.2f}", "#" * max(1, round(30 * n / peak)))
         hist.flush()
 
     groups = [l for l in lines if l["type"] == "group"]

@@ -70,11 +70,15 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
             table.add(finding.scope, finding.kind, finding.file, finding.file_offset, finding.offset,
                       _short(finding.expected), _short(finding.found), finding.message)
 
-    for entry in found.unknown():   # a file the store should not hold is a problem, not silence
-        on_finding(verify.Finding("store", "unknown-file", entry.path, None, None,
-                                  "not a file or folder of a RocketMQ store that mqtool knows"))
-    for link in found.links:        # where writers would write through a link
-        on_finding(verify.Finding("store", "symbolic-link", link.path, None, None, link.problem()))
+    # a file the store should not hold, and a link writers would write through (they refuse the
+    # store): problems, counted as every other finding is
+    store_findings = [verify.Finding("store", "unknown-file", entry.path, None, None,
+                                     "not a file or folder of a RocketMQ store that mqtool knows")
+                      for entry in found.unknown()]
+    store_findings += [verify.Finding("store", "symbolic-link", link.path, None, None, link.problem())
+                       for link in found.links]
+    for finding in store_findings:
+        on_finding(finding)
     total = _total_bytes(layout, scopes)
     runner = run.open_engine(engine, master=master, spark_conf=spark_conf) if engine == "spark" else None
     try:
@@ -84,12 +88,16 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
     finally:
         if runner is not None:
             runner.close()
-    problems = summary.problems + len(found.unknown())
+    for finding in store_findings:
+        summary.count(finding)
+    problems = summary.problems
+    if summary.division and not as_json:
+        output.note(storeinfo.division_text(summary.division))
     if summary.uncommitted and not as_json:     # in JSON: the summary's dledgerUncommittedEntries
         output.note(f"{summary.uncommitted} DLedger entries past the committed index: uncommitted (a quorum has "
                     "not confirmed them yet), not damage; a broker dispatches them only after a crash")
     if as_json:
-        output.emit_json({**summary.to_json(), "problems": problems, "unchecked": notes,
+        output.emit_json({**summary.to_json(), "unchecked": notes,
                           "inUseBy": held and (f"process {held['pid']}" if held["pid"] else "another process"),
                           "inUseCommand": held and held["command"], "staging": [s.to_json() for s in found.staging]})
     else:
@@ -105,7 +113,7 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
                     + f" in {summary.seconds:.2f} s{speed}; {problems} problem(s)"
                     + (f", {summary.skipped:,} damaged bytes skipped" if summary.skipped else ""))
     if prometheus:
-        metrics.write(prometheus, metrics.verify_metrics(layout.root, {**summary.to_json(), "problems": problems}))
+        metrics.write(prometheus, metrics.verify_metrics(layout.root, summary.to_json()))
     if problems:
         f = first[0]
         where = f"{f.file} at byte {f.file_offset}" if f.file_offset is not None else f"{f.file}"

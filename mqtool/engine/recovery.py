@@ -471,7 +471,11 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     """What recovery would do to this open store; changes nothing."""
     config = store.config
     queue = store.commitlog_queue
-    files = queue.files
+    # a store switched to DLedger: DLedgerCommitLog.recover walks DLedger's files only, once it has
+    # any (the old commitlog was recovered, and ended with a BLANK, when DLedger started)
+    files = dledger.recovered_part(queue).files
+    # ... and with no DLedger data yet it recovers the old commitlog normally, even after a crash
+    abnormal = abnormal and not dledger.switch_pending(store.layout, queue)
     mode = "abnormal" if abnormal else "normal"
     if abnormal:
         safe = store.checkpoint.min_timestamp(
@@ -482,7 +486,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     bad_record, ledger = [], []    # a DLedger store: the first kept entry whose record is not valid; LedgerCut
     units = dledger.IndexUnits(store.layout.dledger_index_files()) if store.layout.is_dledger() else None
     try:
-        cut, data_end, stop, records = walk_for_recovery(queue, start_index, config.checkCRCOnRecover,
+        cut, data_end, stop, records = walk_for_recovery(dledger.recovered_part(queue), start_index,
+                                                         config.checkCRCOnRecover,
                                                          dispatch_stop=bad_record, units=units, ledger=ledger)
         written = _units_written(units) if units is not None else 0
     finally:
@@ -536,7 +541,7 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
         raise RefusedError("this 0-byte commitlog file held messages (consume queue units point into it): "
                            "they are lost, this is not a crash while the file was being created; "
                            "`mqtool salvage` copies every intact message into a new store", path=lost)
-    min_offset = files[0].file_from_offset if files else 0
+    min_offset = queue.files[0].file_from_offset if queue.files else 0
     if not abnormal:     # a DLedger store: a broker's reput dispatches the committed entries only
         end = dledger.dispatch_end(store.layout, queue)
         if end is not None and end < cut:
@@ -548,6 +553,10 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
                                    "dispatch stops there, DLedger keeps the entry")
     if abnormal:
         result.redispatch_from = walk_from
+        if dledger.division(queue) is not None:
+            # a switched store: DLedgerCommitLog.recover walks DLedger's files only, and the broker's
+            # reput starts at the queues' furthest offset, which may lie in the old part
+            result.redispatch_from = min(walk_from, max(max_cq_physic, min_offset))
     else:
         result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
     if cut < data_end or result.removed_files:

@@ -443,13 +443,14 @@ def lock_store(layout, *, write: bool = True) -> int:
 
     Returns the descriptor to close to let go (-1 when a dry run finds no lock file: then
     there is nothing to lock and nothing is created).  write: create the file and write
-    `lock` into it, as a broker's start does; a dry run leaves even its time alone."""
+    `lock` into it, as a broker's start does; a dry run leaves even its time alone, and opens it
+    read-only with a read lock, so it needs no write access to the store."""
     path = layout.lock_path
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if write else os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if write else os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return -1
-    if not markers.try_lock(fd):
+    if not markers.try_lock(fd, shared=not write):
         os.close(fd)
         who = describe_holder(layout.lock_owner(markers.lock_holder(path)))["holder"]
         raise RefusedError(f"the store is in use: {who} holds its lock file", path=path)

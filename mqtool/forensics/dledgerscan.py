@@ -55,7 +55,8 @@ def scan(layout, tally: LedgerScan, display=None, *, offset_from: int | None = N
     committed = -1 if state.committed_index is None else state.committed_index
     show = display or str
     prev = None
-    with commitlog.open_queue(layout) as queue, dledger.IndexUnits(layout.dledger_index_files()) as units:
+    with commitlog.open_queue(layout) as whole, dledger.IndexUnits(layout.dledger_index_files()) as units:
+        queue = dledger.data_part(whole)     # a store switched to DLedger: its entries only
 
         def checked(batch):
             nonlocal prev
@@ -77,7 +78,7 @@ def scan(layout, tally: LedgerScan, display=None, *, offset_from: int | None = N
                         tally.first_uncommitted = c.entry.header.index
                 yield c
 
-        for lp in queue.problems:
+        for lp in whole.problems:
             tally.problems += 1
             yield Problem(lp.kind, show(lp.path), 0, lp.offset if lp.offset is not None else -1, lp.message)
         last_data = commitlog.last_data_file(queue)

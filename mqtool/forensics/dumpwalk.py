@@ -264,7 +264,8 @@ def walk_dledger(layout, dump):
     tally, display, scan = dump.tally, dump.display, dledgerscan.LedgerScan()
     lo, hi = dump.options.filters.offset_range     # inclusive
     for item in dledgerscan.scan(layout, scan, display, offset_from=lo, offset_to=None if hi is None else hi + 1):
-        if tally.full():
+        if tally.full():     # --limit: this item (the scan counted it) is where the dump stopped
+            tally.stopped_at = item.entry.offset if isinstance(item, dledgerscan.Checked) else item.offset
             break
         if isinstance(item, dledgerscan.Checked):
             line = dledgerscan.entry_json(item)
@@ -291,5 +292,8 @@ def walk_dledger(layout, dump):
                              "size": unit.size, "index": unit.index, "term": unit.term}
     with commitlog.open_queue(layout) as queue:
         state = dledger.read_ledger(layout, queue).to_json()
-    yield "summary", state, {"entries": scan.entries, "blanks": scan.blanks, "indexUnits": units,
+    stopped = tally.stopped_at is not None
+    yield "summary", state, {"entries": scan.entries - (stopped and isinstance(item, dledgerscan.Checked)),
+                             "blanks": scan.blanks - (stopped and isinstance(item, Blank)), "indexUnits": units,
+                             "stoppedAt": tally.stopped_at,
                              "uncommitted": scan.uncommitted, "endOffset": scan.end_offset, "problems": scan.problems}

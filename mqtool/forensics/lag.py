@@ -34,9 +34,9 @@ from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage import batchqueue, commitlog, consumequeue, offsets
 from mqtool.storage.consumequeue import queue_min_offset
 
-OK, BELOW_MIN, ABOVE_MAX, NEVER, UNKNOWN_TOPIC, UNKNOWN_QUEUE = (
-    "ok", "below-min", "above-max", "never-committed", "unknown-topic", "unknown-queue")
-OUT_OF_RANGE = (BELOW_MIN, ABOVE_MAX)
+OK, BELOW_MIN, ABOVE_MAX, NEVER, UNKNOWN_TOPIC, UNKNOWN_QUEUE, NEGATIVE = (
+    "ok", "below-min", "above-max", "never-committed", "unknown-topic", "unknown-queue", "negative")
+OUT_OF_RANGE = (BELOW_MIN, ABOVE_MAX, NEGATIVE)
 DELAY_GROUP = "(delay scheduler)"
 _FEW = 512
 _units = functools.cache(unit_dtype)
@@ -113,6 +113,7 @@ class LagReport:
     delays: list[QueueLag] = field(default_factory=list)     # the delay scheduler's levels
     files: list = field(default_factory=list)                # storage.offsets.OffsetFile
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)           # not problems: what there is not to show
 
     def groups(self) -> list[GroupLag]:
         found: dict[str, GroupLag] = {}
@@ -129,7 +130,8 @@ class LagReport:
                 "neverCommitted": sum(q.status == NEVER for q in self.queues),
                 "unknownQueues": sum(q.status in (UNKNOWN_TOPIC, UNKNOWN_QUEUE) for q in self.queues),
                 "delayLagMessages": sum(q.lag_messages for q in self.delays),
-                "offsetFiles": [f.to_json() for f in self.files], "problems": self.problems}
+                "offsetFiles": [f.to_json() for f in self.files], "problems": self.problems,
+                "notes": self.notes}
 
 
 # ---------------------------------------------------------------------- reading queues
@@ -227,6 +229,9 @@ def _judge(line: QueueLag, queue: _Queue | None, topic_known: bool) -> int | Non
     if line.committed is None:
         line.status = NEVER
         start = queue.min
+    elif line.committed < 0:       # no message has one: a damaged or edited file, not deleted messages
+        line.status = NEGATIVE
+        start = queue.min
     elif line.committed < queue.min:
         line.status, line.skipped = BELOW_MIN, queue.min - line.committed
         start = queue.min
@@ -253,8 +258,12 @@ def compute(layout, *, groups=None, topics=None) -> LagReport:
                                    "no consumer offsets")
         elif f.note:
             report.problems.append(f"config/{f.note}")
-        elif not f.exists:
-            report.problems.append(f"config/{f.name} is missing: no consumer offsets")
+        elif not f.exists and groups:     # asked for a group, and there is nothing to show of it
+            report.problems.append(f"config/{f.name} is missing: no consumer offsets, none of group(s) "
+                                   f"{', '.join(sorted(groups))}")
+        elif not f.exists:   # a broker nobody has consumed from yet: nothing is wrong
+            report.notes.append(f"config/{f.name} is missing: no consumer offsets (no consumer has "
+                                "committed one yet)")
         elif not f.read:
             report.problems.append(f"config/{f.name} is empty, and so is its .bak: no consumer offsets")
     levels, delay_file = offsets.delay_offsets(layout)
@@ -330,6 +339,10 @@ def _delay_levels(layout) -> list[int]:
 def _problem(q: QueueLag) -> str:
     who = f"delay level {q.level}" if q.level is not None else f"group {q.group}"
     where = f"{q.topic}/{q.queue_id}"
+    if q.status == NEGATIVE:
+        return (f"{who} on {where}: offset {q.committed} is negative, and no message has a queue offset below 0 "
+                f"(the offsets file is damaged or was edited); its lag is counted from the queue's min offset "
+                f"{q.min_offset}")
     if q.status == BELOW_MIN:
         return (f"{who} on {where}: offset {q.committed} is below the queue's min offset {q.min_offset}: "
                 f"{q.skipped} message(s) were deleted before it read them (the consumer skips them)")

@@ -57,9 +57,19 @@ class DiffResult:
     def same(self) -> bool:
         return self.a.only == 0 and self.b.only == 0
 
+    @property
+    def ends_earlier(self) -> str | None:
+        """"A" or "B" when that replica holds a prefix of the other (the same records, then it ends:
+        a follower behind, not a divergence); None otherwise."""
+        if self.reason == "B ends here" and self.b.only == 0:
+            return "B"
+        if self.reason == "A ends here" and self.a.only == 0:
+            return "A"
+        return None
+
     def to_json(self) -> dict:
         return {"type": "summary", "same": self.same, "commonRecords": self.common,
-                "divergedAt": self.diverged_at, "reason": self.reason, "heldByBothPastDivergence": self.retried,
+                "divergedAt": self.diverged_at, "reason": self.reason, "endsEarlier": self.ends_earlier, "heldByBothPastDivergence": self.retried,
                 "onlyInA": self.a.only, "onlyInB": self.b.only, "a": self.a.to_json(), "b": self.b.to_json()}
 
 
@@ -110,7 +120,7 @@ def _entry_at(queue, record_offset: int) -> dict | None:
 RUN_RECORDS = 8192    # the compiled walk's chunks while the two stores' bytes are compared
 
 
-def _identical_run(qa, qb, start: int, scanner, in_entries: bool) -> tuple[int, int]:
+def _identical_run(qa, qb, start: int, scanner) -> tuple[int, int]:
     """(records, end): how many of A's records from start B holds byte for byte at the same
     offsets (their DLedger entries too), found by the compiled walk of A and a comparison of the
     two files' bytes, a chunk of records at a time; end: where the last of them ends.  Stops at
@@ -118,7 +128,6 @@ def _identical_run(qa, qb, start: int, scanner, in_entries: bool) -> tuple[int, 
     goes on from there."""
     import numpy as np
 
-    head = dledger_format.HEADER_SIZE if in_entries else 0
     count, end = 0, start
     for entry in commitlog.walk(qa, start=start, check_crc=True, scanner=scanner, chunk_records=RUN_RECORDS):
         if isinstance(entry, scanner.Chunk):
@@ -132,6 +141,7 @@ def _identical_run(qa, qb, start: int, scanner, in_entries: bool) -> tuple[int, 
             continue
         if not len(offsets):
             continue
+        head = dledger_format.HEADER_SIZE if dledger.part_of(qa, int(offsets[0])) == dledger.DLEDGER else 0
         lo, hi = int(offsets[0]) - head, int(offsets[-1] + sizes[-1])
         mfa, mfb = qa.find_by_offset(lo), qb.find_by_offset(lo)
         if mfa is None or mfb is None or mfb.file_from_offset != mfa.file_from_offset \
@@ -172,7 +182,7 @@ def diff(layout_a, layout_b, *, on_only=None, on_problem=None, scanner=None) -> 
         start = max(a.first_offset, b.first_offset)
         aligned = False
         if scanner is not None and layout_a.is_dledger() == layout_b.is_dledger():
-            same, end = _identical_run(qa, qb, start, scanner, layout_a.is_dledger())
+            same, end = _identical_run(qa, qb, start, scanner)
             if same:                   # the walks go on where the last common record ends
                 result.common = a.records = b.records = same
                 a.end = b.end = start = end
@@ -189,8 +199,9 @@ def diff(layout_a, layout_b, *, on_only=None, on_problem=None, scanner=None) -> 
                          "different records at this offset" if x.offset == y.offset else
                          "the next records are at different offsets")
         for side, queue, rec in ((a, qa, x), (b, qb, y)):
-            if side.layout.is_dledger():
-                side.entry = _entry_at(queue, rec.offset if rec is not None else result.diverged_at)
+            at = rec.offset if rec is not None else result.diverged_at
+            if dledger.part_of(queue, at) == dledger.DLEDGER:
+                side.entry = _entry_at(queue, at)
         # the tails: identities of B's, then A's streamed against them, then B's against A's
         tail_b = {}
         rest_b = [] if y is None else [y]

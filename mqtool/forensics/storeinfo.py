@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mqtool.errors import MqError
+from mqtool.forensics.dumpwalk import relative_paths
 from mqtool.formats import markers
 from mqtool.formats.commitlog import Blank, Record
 from mqtool.formats.filenames import is_index_name, is_offset_name
@@ -25,10 +26,11 @@ def commitlog_extent(layout, queue=None) -> dict:
             return {"minOffset": 0, "maxOffset": 0, "files": 0}
         max_offset = files[0].file_from_offset
         first_time = last_time = None
-        problems = 0
+        problems, first_problem = 0, None
         for mf in reversed(files):
             end = None
-            for entry in commitlog.walk_file(mf, check_crc=False, is_last=(mf is files[-1])):
+            # is_last: every later file was walked and holds no data (a crash leaves empty ones)
+            for entry in commitlog.walk_file(mf, check_crc=False, is_last=True):
                 if isinstance(entry, Record):
                     end = entry.offset + entry.total_size
                     last_time = entry.store_timestamp
@@ -38,6 +40,9 @@ def commitlog_extent(layout, queue=None) -> dict:
                     end = max(end or 0, entry.offset)
                 elif isinstance(entry, Problem):
                     problems += 1
+                    if first_problem is None:
+                        first_problem = (f"{relative_paths(layout.root)(entry.path)} at byte {entry.file_offset}: "
+                                         f"{entry.message}")
             if end is not None and end > mf.file_from_offset:
                 max_offset = end
                 break
@@ -47,17 +52,17 @@ def commitlog_extent(layout, queue=None) -> dict:
                 break
         return {"minOffset": files[0].file_from_offset, "maxOffset": max_offset, "files": len(files),
                 "firstStoreTimestamp": first_time, "lastStoreTimestamp": last_time,
-                "problemsInLastFile": problems}
+                "problemsInLastFile": problems, "firstProblemInLastFile": first_problem}
     finally:
         if own:
             queue.close()
 
 
-def _kind_summary(files, expected_size=None) -> dict:
+def _kind_summary(files, expected_size=None, display=str) -> dict:
     total = sum(f.size for f in files)
     out = {"files": len(files), "bytes": total}
-    if expected_size is not None:
-        odd = [f.name for f in files if f.size != expected_size or not is_offset_name(f.name)]
+    if expected_size is not None:    # oddFiles: their paths (display: as the store's root shows them)
+        odd = [display(f.path) for f in files if f.size != expected_size or not is_offset_name(f.name)]
         if odd:
             out["oddFiles"] = odd
         out["fileSize"] = expected_size
@@ -67,7 +72,7 @@ def _kind_summary(files, expected_size=None) -> dict:
 def timer_summary(layout) -> dict | None:
     """The 5.x timer store at a glance: its files and the pending timer messages per real topic
     (None without one)."""
-    if not timerstore.exists(layout) or layout.mixed_dledger:
+    if not timerstore.exists(layout):
         return None
     from mqtool.storage import timerview   # numpy's: only for a store that has a timer store
 
@@ -104,16 +109,14 @@ def gather(layout) -> dict:
     info["features"] = sorted(found.features - {"store", "mqtool", "config"})
     info["unchecked"] = unchecked(found)
     cl_files = layout.commitlog_files()
-    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size())
+    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size(), relative_paths(layout.root))
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
-    if layout.mixed_dledger:
-        info["commitlog"].update({"minOffset": 0, "maxOffset": 0, "files": len(cl_files),
-                                  "notRead": layout.mixed_dledger})
-    else:
-        info["commitlog"].update(commitlog_extent(layout))
+    info["commitlog"].update(commitlog_extent(layout))
     if layout.is_dledger():
         with commitlog.open_queue(layout) as queue:
             info["dledger"] = dledger.read_ledger(layout, queue).to_json()
+            info["division"] = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
+            info["movedByHand"] = [str(p) for p in dledger.moved_files(queue)]
 
     queues = []
     cq_files = []
@@ -129,7 +132,7 @@ def gather(layout) -> dict:
         finally:
             cq.close()
     queues.extend(batch_queues(layout, info["commitlog"]["minOffset"]))
-    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size())
+    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size(), relative_paths(layout.root))
     simple = [q for q in queues if q["cqType"] == "SimpleCQ"]
     info["consumequeue"]["queues"] = len(simple)
     info["consumequeue"]["topics"] = len({q["topic"] for q in simple})
@@ -195,6 +198,22 @@ def gather(layout) -> dict:
     return info
 
 
+def division_text(division: dict) -> str:
+    """One line on a store switched to DLedger mode (commitlog.describe_division)."""
+    blank = division["blank"]
+    old_end = (f"its records end at {division['oldDataEnd']} with the BLANK the switch wrote ({blank['size']} bytes"
+               + ("" if blank["reachesFileEnd"] else ", NOT reaching the file's end") + ")" if blank else
+               f"its data ends at {division['oldDataEnd']} WITHOUT the BLANK the switch writes")
+    if division["pending"]:
+        return (f"DLedger has no data yet: a broker's next start in DLedger mode recovers the old commitlog "
+                f"({division['oldFiles']} file(s), data to {division['oldDataEnd']}), writes a BLANK at its end and "
+                f"divides at {division['dividedCommitlogOffset']}")
+    where = "the old last file's end" if division["atOldEnd"] else "NOT the old last file's end"
+    return (f"old commitlog below dividedCommitlogOffset {division['dividedCommitlogOffset']} ({where}): "
+            f"{division['oldFiles']} file(s) from {division['oldMinOffset']}, {old_end}; DLedger entries above, "
+            f"{division['dledgerFiles']} data file(s) ({division['setting']})")
+
+
 def unchecked(found) -> list[str]:
     """What mqtool reads of this store only in part, one line per feature, naming its files."""
     out = []
@@ -214,13 +233,20 @@ def problems_shown(info: dict) -> list[str]:
     """What gather() saw wrong, one line each (info exits 1 when there is any)."""
     problems = []
     for kind in ("commitlog", "consumequeue"):
-        for name in info[kind].get("oddFiles") or []:
-            problems.append(f"{kind}/{name}: unexpected size or name")
+        for path in info[kind].get("oddFiles") or []:
+            problems.append(f"{path}: unexpected size or name (a {kind} file is {info[kind]['fileSize']:,} bytes, "
+                            "named by the offset it starts at)")
+    if info["commitlog"].get("firstProblemInLastFile"):    # where the data ends: damage there is not the end
+        more = info["commitlog"]["problemsInLastFile"] - 1
+        problems.append(info["commitlog"]["firstProblemInLastFile"]
+                        + (f" (and {more} more in that file)" if more else "") + "; `mqtool verify-crc` checks it all")
     for header in info["indexFiles"]:
         if "error" in header:
             problems.append(f"index/{header['name']}: {header['error']}")
         for what in header.get("headerProblems", []):
             problems.append(f"index/{header['name']} {what}")
+    for path in info.get("movedByHand") or []:
+        problems.append(f"{path}: {dledger.MOVED_BY_HAND}")
     if "error" in info["checkpoint"] and not info["newStore"]:   # a new store has no checkpoint yet
         problems.append(info["checkpoint"]["error"])   # it names the file
     for config in info["configFiles"].values():

@@ -80,7 +80,8 @@ def wheel_slots(view, filters, tally):
                 "timeMs": time_slot * view.precision}
         if not filters.time_ok(slot["timeMs"]):
             continue
-        if tally.full():
+        if tally.full():     # --limit: the slots from this one on are not read
+            tally.stopped_at = i
             return
         tally.shown += 1
         units, ok = view.chain(last)
@@ -147,7 +148,8 @@ def timerwheel_events(view, dump):
     for number, slot, pending in wheel_slots(view, dump.options.filters, tally):
         yield "slot", number, slot, pending
     p = view.pending()
-    yield "summary", {"type": "summary", "kind": "timerwheel", "slots": tally.shown, "precisionMs": ts.precision,
+    yield "summary", {"type": "summary", "kind": "timerwheel", "slots": tally.shown, "stoppedAtSlot": tally.stopped_at,
+                      "precisionMs": ts.precision,
                       "lastReadTimeMs": ts.read_time_ms, "allCongestNum": p.all_congest_num,
                       "revisedSlots": len(view.recovery.revised_slots), **_pending_fields(view, p)}
 

@@ -152,6 +152,9 @@ RECORD_HEADER = Struct("totalSize" / Int32sb, "magicCode" / Int32ub)
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _ENTRY_HEADER = struct.Struct(">iI")
+_PHYSICAL = struct.Struct(">q")    # physicalOffset: after totalSize, magic, bodyCRC, queueId, flag, queueOffset
+_PHYSICAL_AT = 28
+_PHYSICAL_END = _PHYSICAL_AT + 8
 _SYS_FLAG_AT = 36
 _HOST_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
 
@@ -256,6 +259,7 @@ class RecordError(Exception):
         self.offset = offset
         self.reason = reason
         self.kind = kind
+        self.truncated: str | None = None    # bad-size: what to say when this is where the file was cut
 
 
 END_OF_DATA = None
@@ -285,8 +289,15 @@ def decode_entry(buf, pos: int, limit: int, base_offset: int = 0):
             return END_OF_DATA
         raise RecordError(offset, f"bad magic code 0x{magic:08X} (totalSize {total_size})", "bad-magic")
     if total_size < MIN_RECORD_LENGTH or total_size > limit - pos:
-        raise RecordError(offset, f"totalSize {total_size} does not fit: {limit - pos} bytes left "
-                                  f"in the file, minimum record is {MIN_RECORD_LENGTH}", "bad-size")
+        error = RecordError(offset, f"totalSize {total_size} does not fit: {limit - pos} bytes left "
+                                    f"in the file, minimum record is {MIN_RECORD_LENGTH}", "bad-size")
+        if total_size >= MIN_RECORD_LENGTH and limit - pos >= _PHYSICAL_END and \
+                _PHYSICAL.unpack_from(buf, pos + _PHYSICAL_AT)[0] == offset:
+            # a true record's header (it names its own offset) that the file's end cuts off: when no
+            # record follows (the walker's call), the file was truncated here
+            error.truncated = (f"file truncated: it ends {limit - pos} bytes into the record here "
+                               f"(totalSize {total_size})")
+        raise error
     return _decode_record_body(buf, pos, total_size, magic, offset)
 
 

@@ -205,13 +205,69 @@ def dumps(value) -> str:
 def consumer_offsets(doc) -> dict[tuple[str, str], dict[int, int]]:
     """consumerOffset.json's offsetTable as {(topic, group): {queueId: offset}}; with
     lmqConsumerOffset.json's lmqOffsetTable ({"topic@group": offset}: an LMQ group reads queue 0
-    of an LMQ queue) too."""
-    table = (doc or {}).get("offsetTable") or {}
+    of an LMQ queue) too.  A file of another shape raises ValueError saying what it should hold."""
     result = {}
-    for key, queues in table.items():
+    for key, queues in offset_table(doc, "offsetTable", '{"topic@group": {queueId: offset}}').items():
         topic, _, group = str(key).rpartition("@")
-        result[(topic, group)] = {int(q): int(o) for q, o in (queues or {}).items()}
-    for key, offset in ((doc or {}).get("lmqOffsetTable") or {}).items():
+        result[(topic, group)] = whole_numbers(queues, f'offsetTable["{key}"]', "{queueId: offset}")
+    lmq = offset_table(doc, "lmqOffsetTable", '{"topic@group": offset}')
+    for key, offset in lmq.items():
         topic, _, group = str(key).rpartition("@")
-        result[(topic, group)] = {LMQ_QUEUE_ID: int(offset)}   # the one queue an LMQ has
+        value = _whole(offset)
+        if value is None:
+            raise ValueError(f'lmqOffsetTable["{key}"] is {_shape(offset)}; it should be an offset (a whole number)')
+        result[(topic, group)] = {LMQ_QUEUE_ID: value}   # the one queue an LMQ has
     return result
+
+
+def offset_table(doc, name: str, should: str) -> dict:
+    """doc[name] (absent or null: empty) of a config file that should be an object holding it."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"the file holds {_shape(doc)}; it should be an object with an {name}: {should}")
+    table = doc.get(name)
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ValueError(f"{name} is {_shape(table)}; it should be an object: {should}")
+    return table
+
+
+def whole_numbers(mapping, where: str, should: str) -> dict[int, int]:
+    """{whole number: whole number} from a map of a config file (fastjson reads "12" and 12 alike);
+    ValueError saying what it should hold otherwise."""
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{where} is {_shape(mapping)}; it should be an object: {should}")
+    out = {}
+    for key, value in mapping.items():
+        k, v = _whole(key), _whole(value)
+        if k is None or v is None:
+            raise ValueError(f"{where} holds {_scalar(key)}: {_shape(value)}; it should be {should}, whole numbers")
+        out[k] = v
+    return out
+
+
+def _whole(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
+        return int(value)
+    return None
+
+
+def _shape(value) -> str:
+    """What a JSON value is, in a sentence: `a list`, `the string "abc"`, ..."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the string {_scalar(value[:40])}"
+    return _scalar(value)

@@ -47,8 +47,11 @@ def lock_holder(path) -> int | None:
         os.close(fd)
 
 
-def try_lock(fd: int) -> bool:
+def try_lock(fd: int, *, shared: bool = False) -> bool:
     """Take the write lock on the first byte, as a broker does; False if someone holds it.
+    shared: a read lock instead (on a descriptor opened read-only), for a run that only reads but
+    must keep writers out meanwhile: it conflicts with a broker's lock and a writer's, not with
+    another reader's.
 
     mqtool uses an open-file-description lock (F_OFD_SETLK): it conflicts with a
     broker's classic fcntl lock exactly like another fcntl lock would, but it is
@@ -58,9 +61,9 @@ def try_lock(fd: int) -> bool:
     ofd = getattr(fcntl, "F_OFD_SETLK", None)
     try:
         if ofd is not None:
-            fcntl.fcntl(fd, ofd, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+            fcntl.fcntl(fd, ofd, _FLOCK.pack(fcntl.F_RDLCK if shared else fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
         else:  # pragma: no cover - non-Linux
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            fcntl.lockf(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB, 1, 0)
     except OSError:
         return False
     return True

@@ -12,6 +12,14 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 LMQ_PREFIX = "%LMQ%"
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"            # MixAll.CID_RMQ_SYS_PREFIX: the broker's own consumer groups
+SYSTEM_GROUPS = {TRANS_CHECK_GROUP: "the transaction check's progress in the half topic"}
+
+
+def is_system_group(group: str) -> bool:
+    """MixAll.isSysConsumerGroup: a group of the broker itself (CID_RMQ_SYS_TRANS: the transaction
+    check's progress), not a user's."""
+    return group.startswith(SYSTEM_GROUP_PREFIX)
 
 
 def group_of(topic: str) -> str | None:

@@ -14,7 +14,7 @@ from mqtool.forensics.filters import Filters
 from mqtool.formats.filenames import is_offset_name
 from mqtool.storage import batchqueue, commitlog, fsutil
 from mqtool.storage.layout import is_new_store
-from mqtool.storage.settings import open_layout
+from mqtool.storage.settings import given_setting, open_layout
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,9 @@ def find_stores(paths, config_path: str | None = None, settings=()) -> list[Stor
         if not path.exists():
             raise NotAStoreError("no such store directory", path=path)
         if _looks_like_store(path) or name or not path.is_dir():
-            found.append(Store(name or _default_name(path), str(path.resolve()), config_path, tuple(settings)))
+            # one store: the broker's name where its configuration says it, else the folder's
+            named = name or (given_setting(config_path, settings, "brokerName") if len(paths) == 1 else None)
+            found.append(Store(named or _default_name(path), str(path.resolve()), config_path, tuple(settings)))
             continue
         children = []
         for child in sorted(path / name for name, _, is_dir, _ in fsutil.scandir(path) if is_dir):
@@ -74,6 +76,48 @@ def find_stores(paths, config_path: str | None = None, settings=()) -> list[Stor
             raise UsageError(f"two stores are named {name!r}; name them as NAME=PATH")
     return found
 
+
+
+def dledger_replicas(found: list[Store]) -> tuple[list[Store], list[dict]]:
+    """Stores that are replicas of one DLedger group (the same entry 0: dledger.first_entry) hold
+    the same messages: each group is counted once, from the replica with the most entries (ties:
+    the first given).  Returns the stores to count and, per group of two or more, a `replicas`
+    line saying which was counted and what the others hold; the group is named after the
+    broker's configuration (brokerName) when it says it, else the counted replica."""
+    from mqtool.storage import dledger
+
+    groups: dict[bytes, list] = {}
+    keep: list = []
+    for store in found:
+        layout = store.layout()
+        first = None
+        if layout.is_dledger() and not layout.mixed_dledger:
+            queue = commitlog.open_queue(layout)
+            try:
+                first = dledger.first_entry(queue)
+                entries = dledger.read_ledger(layout, queue).end_index + 1 if first is not None else 0
+            finally:
+                queue.close()
+        if first is None:
+            keep.append(store)
+        else:
+            if first not in groups:
+                keep.append(first)     # its place in the order: the group's
+            groups.setdefault(first, []).append((store, entries))
+    out, lines = [], []
+    for item in keep:
+        if isinstance(item, Store):
+            out.append(item)
+            continue
+        members = groups[item]
+        counted, entries = max(members, key=lambda m: m[1])     # max keeps the first of equals
+        if len(members) > 1:
+            name = given_setting(counted.config_path, counted.settings, "brokerName") or counted.broker
+            counted = replace(counted, broker=name)
+            lines.append({"type": "replicas", "broker": name, "counted": counted.root, "entries": entries,
+                          "replicas": [{"store": s.root, "entries": n} for s, n in members]})
+        out.append(counted)
+    return out, lines
 
 
 @dataclass(frozen=True)

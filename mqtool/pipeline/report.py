@@ -18,7 +18,7 @@ from mqtool.forensics import lag as lagmod
 from mqtool.forensics import storeinfo
 from mqtool.pipeline import plan, storestats
 from mqtool.pipeline.local import LocalEngine
-from mqtool.storage import fsutil, timerstore
+from mqtool.storage import commitlog, fsutil, timerstore, timerview
 from mqtool.storage.layout import discover
 from mqtool.storage.settings import store_config_for_write
 
@@ -44,7 +44,7 @@ def gather(store, config_path=None, settings=(), *, jobs: int = 1, now_ms: int |
     data["recover"] = _recover(layout, config, data)
     data["clean"] = _clean(discover(config, config_given=True, must_exist=True), config, data)
     data["trash"], data["quarantine"] = _trash(layout), _quarantine(layout)
-    data["lag"] = _lag(layout, data["problems"])
+    data["lag"] = _lag(layout, data["problems"], data["notes"])
     data["timer"] = _timer(layout)
     data["flows"] = _flows(data["stats"])
     data["transactions"] = _transactions(layout, now_ms, data["problems"])
@@ -182,29 +182,32 @@ def _quarantine(layout) -> list[dict]:
     return out
 
 
-def _lag(layout, problems) -> dict:
+def _lag(layout, problems, notes) -> dict:
     try:
         report = lagmod.compute(layout)
     except MqError as exc:
         problems.append(f"lag: {exc}")
         return {"groups": [], "delays": [], "problems": []}
+    notes.extend(report.notes)     # no offsets file: nobody has consumed yet, not damage
     return {"groups": [g.to_json() for g in report.groups()], "delays": [d.to_json() for d in report.delays],
             "problems": report.problems}
 
 
 def _timer(layout) -> dict | None:
-    """The timer store's pending messages by the hour they are due (None without a timer store)."""
+    """The timer store's messages to deliver by the hour they are due (None without a timer
+    store), counted as info, stats and dump count them (timerview.summary)."""
     if not timerstore.exists(layout) or layout.is_dledger():
         return None
-    hours: dict = {}
-    with timerstore.TimerStore(layout) as ts:
-        for unit in ts.pending_units():
-            if not unit.is_delete:
-                hour = unit.delivery_ms // HOUR_MS
-                hours[hour] = hours.get(hour, 0) + 1
-        read_to = ts.read_time_ms
-    return {"byHour": dict(sorted(hours.items())), "pending": sum(hours.values()), "lastReadTimeMs": read_to,
-            "lastReadTime": storeinfo.iso(read_to)}
+    queue = commitlog.open_queue(layout)
+    try:
+        with timerview.open_view(layout, queue) as view:
+            counts = timerview.summary(view)
+            hours = timerview.deliverable_by_hour(view, HOUR_MS)
+    finally:
+        queue.close()
+    return {"byHour": hours, "pending": counts["pending"], "deliverable": counts["deliverable"],
+            "recalled": counts["recalled"], "lastReadTimeMs": counts["lastReadTimeMs"],
+            "lastReadTime": storeinfo.iso(counts["lastReadTimeMs"])}
 
 
 def _flows(stats: dict) -> list[dict]:

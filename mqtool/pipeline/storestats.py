@@ -22,7 +22,8 @@ from mqtool.formats.topicnames import DLQ_PREFIX, group_of
 from mqtool.forensics.filters import Filters
 from mqtool.pipeline.plan import CommitLogPart
 from mqtool.pipeline.rows import entries
-from mqtool.storage import commitlog
+from mqtool.formats.sysflag import INNER_BATCH
+from mqtool.storage import commitlog, dispatchrequest
 
 HOUR_MS = 3_600_000
 DAMAGE_KEPT = 1000   # where damage is: the first this many places per store (the counts stay exact)
@@ -57,9 +58,12 @@ class QueueAgg:
     hour_bytes: dict = field(default_factory=dict)
     keys: list = field(default_factory=list)   # arrays of key hashes
     keys_distinct: bool = False                # keys is one sorted array of distinct hashes
+    records: int = 0    # commitlog records: fewer than messages where an inner batch holds many
+    # (sizes count records, hours messages: a record has one size, its messages one store time)
 
     def add(self, other: "QueueAgg") -> None:
         self.messages += other.messages
+        self.records += other.records
         self.bytes += other.bytes
         self.first = other.first if self.first is None else min(self.first, other.first)
         self.last = other.last if self.last is None else max(self.last, other.last)
@@ -166,8 +170,9 @@ def _add_record(entry: Record, part, filters, check_crc: bool, store: StoreAgg, 
         return
     agg = queues.setdefault((part.broker, entry.topic, entry.queue_id), QueueAgg())
     ts = entry.store_timestamp
-    agg.add(QueueAgg(1, entry.total_size, ts, ts, {size_bucket(entry.total_size): 1}, {ts // HOUR_MS: 1},
-                     {ts // HOUR_MS: entry.total_size}))
+    n = dispatchrequest.messages_held(entry.sys_flag, entry.properties) if entry.sys_flag & INNER_BATCH else 1
+    agg.add(QueueAgg(n, entry.total_size, ts, ts, {size_bucket(entry.total_size): 1}, {ts // HOUR_MS: n},
+                     {ts // HOUR_MS: entry.total_size}, records=1))
     keys = entry.properties.get(props.KEYS) if entry.properties_bytes else None
     if keys:
         agg.keys.append(np.array([hash_text(k) for k in props.split_keys(keys)], dtype=np.uint64))
@@ -191,7 +196,7 @@ def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: di
     (_, group_q, group_row, messages, sizes, first, last, hist, hour_g, hour_h, hour_n, hour_b, key_off,
      key_hash) = chunkstats.stats_of(chunk, good, HOUR_MS)
     aggs = [QueueAgg(int(messages[k]), int(sizes[k]), int(first[k]), int(last[k]),
-                     keys=[key_hash[key_off[k]:key_off[k + 1]]]) for k in range(len(group_q))]
+                     keys=[key_hash[key_off[k]:key_off[k + 1]]], records=int(messages[k])) for k in range(len(group_q))]
     for k, e in zip(*np.nonzero(hist)):
         aggs[k].sizes[size_bucket(1 << int(e))] = int(hist[k, e])
     for k, hour, n, b in zip(hour_g.tolist(), hour_h.tolist(), hour_n.tolist(), hour_b.tolist()):
@@ -199,6 +204,24 @@ def add_chunk(chunk, part, filters, check_crc: bool, store: StoreAgg, queues: di
         aggs[k].hour_bytes[hour] = b
     for k, agg in enumerate(aggs):
         queues.setdefault((part.broker, chunk.topic(int(group_row[k])), int(group_q[k])), QueueAgg()).add(agg)
+    _add_inner_batches(chunk, good, part.broker, queues)
+
+
+def _add_inner_batches(chunk, good, broker: str, queues: dict) -> None:
+    """An inner batch is one record of many messages (dispatchrequest.messages_held): the messages
+    it holds beyond the one chunkstats counted, added to its queue and hour."""
+    c = chunk.columns
+    for i in np.flatnonzero(good & ((c["sys_flag"] & INNER_BATCH) != 0)).tolist():
+        if chunk.buf is None:      # (a detached chunk: its properties stayed behind)
+            continue
+        at, n = int(c["props_pos"][i]), int(c["props_len"][i])
+        held = dispatchrequest.messages_held(int(c["sys_flag"][i]), props.decode_properties(
+            bytes(chunk.buf[at:at + n]).decode("utf-8", "replace")))
+        if held > 1:
+            agg = queues[(broker, chunk.topic(i), int(c["queue_id"][i]))]
+            hour = int(c["store_ts"][i]) // HOUR_MS
+            agg.messages += held - 1
+            agg.hours[hour] = agg.hours.get(hour, 0) + held - 1
 
 
 def merge(partials) -> Partial:
@@ -223,7 +246,7 @@ def _hour_iso(hour: int) -> str:
 
 def _line(kind: str, agg: QueueAgg, total_messages: int, total_bytes: int, **ident) -> dict:
     hours = sorted(agg.hours.items())
-    return {"type": kind, **ident, "messages": agg.messages,
+    return {"type": kind, **ident, "messages": agg.messages, "records": agg.records,
             "messagesPercent": round(100 * agg.messages / total_messages, 2) if total_messages else 0.0,
             "bytes": agg.bytes,
             "bytesPercent": round(100 * agg.bytes / total_bytes, 2) if total_bytes else 0.0,

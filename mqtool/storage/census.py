@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mqtool.errors import RefusedError
 from mqtool.formats import multidispatch
-from mqtool.storage import fsutil
+from mqtool.storage import dledger, fsutil
 from mqtool.storage.layout import dledger_dirs
 
 UNDERSTOOD, READ_ONLY, UNKNOWN = "understood", "read-only", "unknown"
@@ -72,6 +72,14 @@ FEATURES = {f.name: f for f in (
                   "committed index): the group's replicas would disagree",
         "clean": "clean deletes whole commitlog files; DLedger's own cleaner also moves the ledger's begin "
                  "index and its index files, which clean does not",
+        "salvage": "salvage writes a plain commitlog; a DLedger group's other replicas could not follow it"}),
+    # a broker switched to DLedger mode: the old commitlog/ below dividedCommitlogOffset, DLedger's
+    # entries above (storage/dledger.py's division).  Read, recovered and rebuilt as one commitlog;
+    # clean expires the old files as DLedgerCommitLog.deleteExpiredFile does and keeps DLedger's
+    Feature("dledger-switched", "enableDLegerCommitLog on a store with an old commitlog/ (dividedCommitlogOffset)",
+            frozenset({"recover", "rebuild-cq", "clean"}), why={
+        "append": "append writes commitlog records, not DLedger entries (header, index unit, term, committed "
+                  "index), and the old commitlog below the division takes no more records",
         "salvage": "salvage writes a plain commitlog; a DLedger group's other replicas could not follow it"}),
     Feature("compaction", "cleanup.policy=COMPACTION", frozenset(), READ_ONLY),
     Feature("controller", "enableControllerMode", _ALL),
@@ -186,6 +194,7 @@ class Census:
     links: list[Link] = field(default_factory=list)
     declared: dict = field(default_factory=dict)    # feature -> where the broker's metadata declares it
     staging: list = field(default_factory=list)     # rebuild-cq staging folders (Staging)
+    moved: list = field(default_factory=list)       # plain commitlog files in DLedger's data folder
 
     @property
     def features(self) -> set:
@@ -202,6 +211,8 @@ class Census:
         """Why `writer` must not change this store (the first reason), or None."""
         for link in self.links:
             return f"{link.problem()}: {writer} refused, nothing was changed"
+        for path in self.moved:
+            return f"{path}: {dledger.MOVED_BY_HAND}; {writer} refused, nothing was changed"
         for entry in self.unknown():
             return (f"{entry.path} is not part of a RocketMQ store that mqtool knows; {writer} cannot keep it "
                     "consistent (move it out of the store, or see `mqtool info`)")
@@ -331,8 +342,12 @@ def take(layout) -> Census:
     root = layout.root
     census = Census(root)
     census.configured = _settings_features(layout.config)
+    # a switched store, or one whose old commitlog files clean staged in trash/ (its undo puts them back)
+    switched = layout.is_mixed() or (layout.dledger_dir is not None and bool(_listing(root / "trash" / "commitlog")))
+    if switched and "dledger" in census.configured:
+        census.configured = (census.configured - {"dledger"}) | {"dledger-switched"}
     commitlog_dirs = {Path(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs}
-    dledger = set(dledger_dirs(root, layout.config))
+    dledger_folders = set(dledger_dirs(root, layout.config))
     try:
         listing = fsutil.scandir(root)
     except OSError:
@@ -340,10 +355,14 @@ def take(layout) -> Census:
     for name, is_file, is_dir, st in sorted(listing):
         path = root / name
         if path in commitlog_dirs:
-            feature, what = "store", "commitlog files"
+            feature, what = "store", ("the old commitlog's files, below dividedCommitlogOffset (a broker switched "
+                                      "to DLedger mode)" if switched else "commitlog files")
         elif name in _TOP:
             feature, what = _TOP[name]
-        elif path in dledger:
+        elif path in dledger_folders and switched:
+            feature, what = "dledger-switched", ("DLedger entries holding the commitlog's records above "
+                                                 "dividedCommitlogOffset, their index and state")
+        elif path in dledger_folders:
             feature, what = "dledger", "DLedger entries holding the commitlog's records, their index and state"
         elif is_dir and (pid := staging_pid(name)) is not None:
             staged = Staging(name, pid, fsutil.process_alive(pid))
@@ -369,11 +388,14 @@ def take(layout) -> Census:
         if name == "consumequeue" and feature == "store":
             census.entries.extend(_lmq_entries(path))
     census.links = links(layout)
+    if layout.dledger_dir is not None:
+        census.moved = [d / name for d in layout.commitlog_dirs if d not in layout.old_commitlog_dirs
+                        for name, is_file, _, _ in sorted(_listing(d)) if is_file and dledger.moved_by_hand(d / name)]
     batch = batch_topics(layout)
     if batch:
         census.declared["batch-cq"] = "config/topics.json: " + ", ".join(batch[:5]) + (" ..." if len(batch) > 5 else "")
     for extra_dir in commitlog_dirs:
-        if extra_dir.parent != root and extra_dir.is_dir() and extra_dir.parent not in dledger:
+        if extra_dir.parent != root and extra_dir.is_dir() and extra_dir.parent not in dledger_folders:
             files, size = fsutil.tree_size(extra_dir)
             census.entries.append(Entry(str(extra_dir) + "/", "store", "commitlog files (storePathCommitLog)",
                                         UNDERSTOOD, files, size))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-from mqtool.errors import NotAStoreError
 from mqtool.formats import commitlog as fmt
 from mqtool.formats import dledger as dledger_format
 from mqtool.formats import sysflag
@@ -231,9 +230,12 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
         if nxt < 0:
             last = written_end(buf, pos, limit)
             damaged_end = last if last > pos else pos + 8
-            yield Problem(err.kind, path, pos, base + pos,
-                          f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
-                          skipped=damaged_end - pos)
+            if getattr(err, "truncated", None):      # a true record the file's end cuts off, nothing after it
+                yield Problem("truncated", path, pos, base + pos, err.truncated, skipped=damaged_end - pos)
+            else:
+                yield Problem(err.kind, path, pos, base + pos,
+                              f"{err.reason}; {damaged_end - pos} damaged bytes, no valid record after them",
+                              skipped=damaged_end - pos)
             if _first_nonzero(buf, damaged_end, limit, mf) < 0:
                 yield EndOfData(base + pos, path)
             return
@@ -247,12 +249,7 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
                       "the file is full but does not end with a BLANK record")
 
 
-def is_dledger_file(mf: MappedFile) -> bool:
-    """Is mf a DLedger data file, its records in entries at pos + 48 (asked once per MappedFile)?"""
-    known = getattr(mf, "dledger", None)
-    if known is None:
-        known = mf.dledger = dledger.is_data_file(mf.path)
-    return known
+is_dledger_file = dledger.holds_entries     # the kind of a commitlog file: plain records, or entries
 
 
 def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_crc: bool, is_last: bool,
@@ -375,11 +372,45 @@ def _display(path, path_display) -> str:
 
 def open_queue(layout, *, strict: bool = False) -> MappedFileQueue:
     """The store's commitlog files as a read-only queue (forensic: strict=False).  In DLedger
-    mode these are DLedger's data files (walk_file reads the records in their entries)."""
-    if layout.mixed_dledger:
-        raise NotAStoreError(layout.mixed_dledger, path=layout.root)
+    mode these are DLedger's data files (walk_file reads the records in their entries), after the
+    old commitlog's files in a store switched to DLedger mode (see division)."""
     paths = [f.path for f in layout.commitlog_files()]
     return MappedFileQueue(paths, layout.commitlog_file_size(), writable=False, strict=strict)
+
+
+def describe_division(queue: MappedFileQueue, pending: bool = False) -> dict | None:
+    """Where a store switched to DLedger mode is divided (storage/dledger.py), None for a store of
+    one kind: dividedCommitlogOffset, the old commitlog's files and where its records end (the
+    BLANK DLedgerCommitLog.recover wrote there when DLedger started, or None when the old last file
+    does not end with one), and DLedger's files.  The broker divides at the old last file's end:
+    atOldEnd says whether the first DLedger file starts there.  pending (dledger.switch_pending):
+    DLedger has no data yet, the broker's next start divides at the old last file's end."""
+    divided = dledger.division(queue)
+    old, entries = dledger.parts(queue)
+    if pending and old.files:
+        divided = old.files[-1].file_end_offset
+    if divided is None:
+        return None
+    last = old.files[-1]
+    blank = _switch_blank(last)
+    # without that BLANK, where the written bytes end (the walks say what is there)
+    data_end = blank.offset if blank is not None else last.file_from_offset + written_end(last.buf, 0, last.file_size)
+    return {"dividedCommitlogOffset": divided, "atOldEnd": divided == last.file_end_offset,
+            "oldFiles": len(old.files), "oldMinOffset": old.files[0].file_from_offset, "oldDataEnd": data_end,
+            "blank": None if blank is None else {"offset": blank.offset, "size": blank.total_size,
+                                                  "reachesFileEnd": blank.offset + blank.total_size == last.file_end_offset},
+            "dledgerFiles": len(entries.files), "pending": pending,
+            "setting": "enableDLegerCommitLog=true on a store that held a commitlog (DLedgerCommitLog.recover)"}
+
+
+def _switch_blank(mf: MappedFile) -> Blank | None:
+    """The BLANK that ends the written bytes of mf (what the switch to DLedger writes at the old
+    commitlog's end: totalSize and magic, zeros after), found from the file's end, or None."""
+    end = written_end(mf.buf, 0, mf.file_size)
+    at = end - fmt.BLANK_HEADER_SIZE
+    if at < 0 or int.from_bytes(mf.buf[at + 4:end], "big") != fmt.BLANK_MAGIC:
+        return None
+    return Blank(mf.file_from_offset + at, int.from_bytes(mf.buf[at:at + 4], "big", signed=True))
 
 
 def record_at(queue, offset: int) -> Record | str:

@@ -135,6 +135,13 @@ def batch_fields(properties: dict, queue_offset: int) -> dict:
     return {"msg_base_offset": base_value, "batch_size": num_value}
 
 
+def messages_held(sys_flag: int, properties: dict) -> int:
+    """How many messages one record holds, as the broker counts them: INNER_NUM for an inner batch
+    (INNER_BATCH_FLAG: one record a consumer unwraps into that many, and a batch queue's offsets
+    move on by as many), 1 for every other record."""
+    return message_num(properties, bool(sys_flag & sysflag.INNER_BATCH))
+
+
 def message_num(properties: dict, batch_topic: bool) -> int:
     """CommitLog.getMessageNum: how far a record moves its queue's offsets on.  INNER_NUM (at least
     1) for a record of a BatchCQ topic that carries it (an inner batch); 1 for everything else.

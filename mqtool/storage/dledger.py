@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mqtool.errors import NotAStoreError
 from mqtool.formats import dledger as fmt
+from mqtool.formats import commitlog as commitlog_format
 from mqtool.formats.commitlog import Blank
 from mqtool.formats.written import written_end
 from mqtool.storage import fsutil
@@ -30,6 +31,7 @@ from mqtool.storage.walkitems import EndOfData, Problem
 from mqtool.storage.walkitems import first_nonzero as _first_nonzero
 
 DATA_DIR, INDEX_DIR = "data", "index"
+_PLAIN_MAGICS = {m & 0xFFFFFFFF for m in (*commitlog_format.MESSAGE_MAGICS, commitlog_format.BLANK_MAGIC)}
 CHECKPOINT, CURRTERM = "checkpoint", "currterm"
 
 
@@ -46,15 +48,104 @@ def is_dledger_dir(path: Path, names: set[str] | None = None) -> bool:
 
 def is_data_file(path) -> bool:
     """Is this file a DLedger data file: in the data/ folder of a DLedger folder, or (a data folder
-    moved by storePathDLedgerCommitLog) one that starts with an entry's magic?"""
-    parent = Path(path).parent
-    if parent.name == DATA_DIR and is_dledger_dir(parent.parent):
-        return True
+    moved by storePathDLedgerCommitLog) one that starts with an entry's magic?  Not one that
+    starts with a plain commitlog record (moved_by_hand)."""
     try:
         head = fsutil.read_small(path, 8)
     except OSError:
-        return False
+        head = b""
+    parent = Path(path).parent
+    if parent.name == DATA_DIR and is_dledger_dir(parent.parent):
+        return not _plain_head(head)
     return len(head) == 8 and fmt.decode_magic_size(head, 0)[0] == fmt.MAGIC_1
+
+
+def _plain_head(head: bytes) -> bool:
+    """Do these first 8 bytes begin a plain commitlog record or BLANK (its magic at 4..7, where an
+    entry has its size: the test DLedgerCommitLog.checkMessageAndReturnSize makes)?"""
+    return len(head) == 8 and int.from_bytes(head[4:8], "big") in _PLAIN_MAGICS
+
+
+def moved_by_hand(path) -> bool:
+    """A file in DLedger's data folder that starts with a plain commitlog record: old commitlog
+    files moved there by hand.  It is read as a commitlog file (as DLedgerCommitLog reads such
+    records), and named: DLedger's own recovery would take it for damage and cut it."""
+    parent = Path(path).parent
+    if parent.name != DATA_DIR or not is_dledger_dir(parent.parent):
+        return False
+    try:
+        return _plain_head(bytes(fsutil.read_small(path, 8)))
+    except OSError:
+        return False
+
+
+MOVED_BY_HAND = ("a plain commitlog file in DLedger's data folder (moved there by hand): read as the old "
+                 "commitlog below dividedCommitlogOffset; DLedger's own recovery would cut it as damage, so "
+                 "move it back to commitlog/")
+
+
+def moved_files(queue) -> list:
+    """The files of a commitlog queue that moved_by_hand names."""
+    return [mf.path for mf in queue.files if not holds_entries(mf) and moved_by_hand(mf.path)]
+
+
+# ------------------------------------------------------------------ a broker switched to DLedger
+# DLedgerCommitLog (5.3.3) keeps the old commitlog's files and starts DLedger's data at
+# dividedCommitlogOffset, the end of the old last file: getData / getMessage read an offset below
+# it from the old commitlog, at or above it from DLedger's entries.  The files of both are one
+# commitlog queue here (layout: the old folders first); which part an offset is in is the kind of
+# the file holding it (holds_entries), and the division is where the first DLedger file starts.
+# Every reader walks that one queue (storage/commitlog.walk picks each file's walk by its kind).
+
+OLD, DLEDGER = "commitlog", "dledger"
+
+
+def holds_entries(mf) -> bool:
+    """Is mf (a commitlog queue's MappedFile) a DLedger data file, its records in entries at
+    pos + 48, rather than a plain commitlog file (asked once per MappedFile)?"""
+    known = getattr(mf, "dledger", None)
+    if known is None:
+        known = mf.dledger = is_data_file(mf.path)
+    return known
+
+
+def division(queue) -> int | None:
+    """dividedCommitlogOffset: where the first DLedger data file starts when plain commitlog files
+    come before it (a broker switched to DLedger mode), else None (a store of one kind)."""
+    first = next((i for i, mf in enumerate(queue.files) if holds_entries(mf)), None)
+    return queue.files[first].file_from_offset if first else None
+
+
+def part_of(queue, offset: int) -> str | None:
+    """Which part of the commitlog holds offset: OLD (plain records) or DLEDGER (entries), None
+    when no file does."""
+    mf = queue.find_by_offset(offset)
+    return None if mf is None else DLEDGER if holds_entries(mf) else OLD
+
+
+def parts(queue):
+    """(the old commitlog's files, DLedger's data files) of a commitlog queue, each a queue of its
+    own (MappedFileQueue.part: the same files).  A store of one kind: the other part is empty."""
+    return (queue.part([mf for mf in queue.files if not holds_entries(mf)]),
+            queue.part([mf for mf in queue.files if holds_entries(mf)]))
+
+
+def data_part(queue):
+    """DLedger's data files of a commitlog queue (the queue itself when it holds nothing else)."""
+    return queue if all(holds_entries(mf) for mf in queue.files) else parts(queue)[1]
+
+
+def switch_pending(layout, queue) -> bool:
+    """A store switched to DLedger mode whose DLedger folder holds no data yet: the broker's next
+    start recovers the old commitlog (normally, even after a crash), writes a BLANK at its end and
+    divides there (DLedgerCommitLog.recover)."""
+    return layout.is_mixed() and not any(holds_entries(mf) for mf in queue.files)
+
+
+def recovered_part(queue):
+    """The files DLedgerCommitLog.recover walks: DLedger's data files once there are any; else the
+    whole queue (the old commitlog, recovered as a plain one: isInrecoveringOldCommitlog)."""
+    return data_part(queue) if any(holds_entries(mf) for mf in queue.files) else queue
 
 
 @dataclass
@@ -455,6 +546,7 @@ def read_ledger(layout, queue) -> Ledger:
     entry, the last file with entries walked, and the committed entry's index unit (a glance,
     not a verify: `verify-crc` checks every entry)."""
     ledger = Ledger(read_state(layout.dledger_dir))
+    queue = data_part(queue)
     files = queue.files
     if not files:
         return ledger
@@ -478,6 +570,20 @@ def read_ledger(layout, queue) -> Ledger:
     return ledger
 
 
+def first_entry(queue) -> bytes | None:
+    """Entry 0, header and body, while the first data file still holds it (None otherwise): the
+    replicas of one DLedger group hold the same bytes there (the leader's entry, copied), two
+    groups never do (its record has its own store time, host and message id)."""
+    files = queue.files
+    if not files or files[0].file_from_offset != 0:
+        return None
+    for item in walk_entries(files[0], stop=None, is_last=len(files) == 1):
+        if isinstance(item, Entry) and item.header.index == 0:
+            return bytes(files[0].buf[item.file_pos:item.file_pos + item.header.size])
+        return None
+    return None
+
+
 def follows(header, before) -> bool:
     """Does an entry follow the one before it in a ledger, as DLedgerMmapFileStore.recover asks
     (index one more, term not lower)?  The vectorised form is chain_problems."""
@@ -489,6 +595,7 @@ def entry_end(layout, queue, index: int) -> int:
     Its index unit says where it is when the entry there agrees (the unit of an entry written just
     before a crash may be missing or stale: DLedger's recovery rewrites it from the data, so the
     data is walked then)."""
+    queue = data_part(queue)
     with IndexUnits(layout.dledger_index_files()) as units:
         unit = units.unit(index)
     if unit is not None and unit.magic == fmt.MAGIC_1:

@@ -39,7 +39,7 @@ class StoreLayout:
     sizes_given: frozenset = frozenset()  # the sizes given one by one (--set); the others are read off the files
     _sizes: dict = field(default_factory=dict, repr=False, compare=False)   # _read_size's
     dledger_dir: Path | None = None     # DLedger mode: dledger-<selfId>/; commitlog_dirs is then its data/
-    mixed_dledger: str | None = None    # why the commitlog is not read (an old commitlog and DLedger)
+    old_commitlog_dirs: list[Path] = field(default_factory=list)   # switched to DLedger: the old commitlog
 
     # ------------------------------------------------------------- fixed paths
     @property
@@ -192,6 +192,11 @@ class StoreLayout:
         (storage/dledger.py); every reader of the commitlog reads it as one."""
         return self.dledger_dir is not None
 
+    def is_mixed(self) -> bool:
+        """A broker switched to DLedger mode: the old commitlog's files below dividedCommitlogOffset,
+        DLedger's entries above (commitlog.division says where)."""
+        return self.dledger_dir is not None and bool(self.old_commitlog_dirs)
+
     # ------------------------------------------------------------------- state
     def is_locked(self) -> int | None:
         from mqtool.formats.markers import lock_holder
@@ -327,28 +332,23 @@ def dledger_dirs(root: Path, config: StoreConfig) -> list[Path]:
 
 
 def _dledger_store(root: Path, config: StoreConfig, commitlog_dirs: list[Path]):
-    """(the DLedger folder, the commitlog folders, why the store is not read) of a store: in
+    """(the DLedger folder, the commitlog folders, the old commitlog folders) of a store: in
     DLedger mode the folder is DLedgerCommitLog's storeBaseDir (<root>/dledger-<dLegerSelfId>) and
-    the commitlog is its data/ (or storePathDLedgerCommitLog); else (None, commitlog_dirs, None).
-    A store in DLedger mode whose commitlog/ holds files (a broker switched to DLedger, which
-    reads the old commitlog below dividedCommitlogOffset and DLedger's entries above) is mixed:
-    its commitlog is not read (the reason is the third value)."""
+    the commitlog is its data/ (or storePathDLedgerCommitLog); else (None, commitlog_dirs, []).
+    A DLedger store whose commitlog/ holds files too is a broker switched to DLedger mode
+    (DLedgerCommitLog reads the old commitlog below dividedCommitlogOffset, DLedger's entries
+    above): its commitlog is both, old folders first (storage/commitlog.py's division)."""
     found = [p for p in dledger_dirs(root, config) if p.is_dir() and (p / dledger.DATA_DIR).is_dir()]
     if config.dLegerSelfId:
         found = [p for p in found if dledger.self_id_of(p) == config.dLegerSelfId]
-    if not found and not config.enableDLegerCommitLog:
-        return None, commitlog_dirs, None
-    if any(list_store_files(d) for d in commitlog_dirs if d.is_dir()):
-        return None, commitlog_dirs, (
-            "a DLedger store (enableDLegerCommitLog, or a DLedger folder) whose commitlog/ holds files too: a "
-            "broker reads both (dividedCommitlogOffset); mqtool does not read such a mixed store")
     if not found:
-        return None, commitlog_dirs, None
+        return None, commitlog_dirs, []
     if len(found) > 1:
         raise NotAStoreError("several DLedger folders (" + ", ".join(p.name for p in found) +
                              "): say which with --set dLegerSelfId=<id>", path=root)
     data = Path(config.storePathDLedgerCommitLog) if config.storePathDLedgerCommitLog else found[0] / dledger.DATA_DIR
-    return found[0], [data], None
+    old = [d for d in commitlog_dirs if d.is_dir() and d != data and list_store_files(d)]
+    return found[0], old + [data], old
 
 
 # what a writer creates in a new store before its first folder: a kill between the two leaves
@@ -378,14 +378,14 @@ def discover(config: StoreConfig, *, config_given: bool = False, must_exist: boo
         if not os.access(root, os.R_OK | os.X_OK):
             raise NotAStoreError("store directory is not readable", path=root)
     commitlog_dirs, readonly_dirs = config.commitlog_dirs(), config.readonly_commitlog_dirs()
-    dledger_dir = mixed = None
+    dledger_dir, old_dirs = None, []
     if root.is_dir():
-        dledger_dir, commitlog_dirs, mixed = _dledger_store(root, config, commitlog_dirs)
+        dledger_dir, commitlog_dirs, old_dirs = _dledger_store(root, config, commitlog_dirs)
         if dledger_dir is not None:
             readonly_dirs = []
     layout = StoreLayout(root=root, config=config, commitlog_dirs=commitlog_dirs,
                          readonly_commitlog_dirs=readonly_dirs, config_given=config_given,
-                         sizes_given=frozenset(sizes_given), dledger_dir=dledger_dir, mixed_dledger=mixed)
+                         sizes_given=frozenset(sizes_given), dledger_dir=dledger_dir, old_commitlog_dirs=old_dirs)
     if must_exist:
         markers = [layout.checkpoint_path, layout.consumequeue_dir, layout.index_dir]
         has_commitlog = any(d.is_dir() for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs)

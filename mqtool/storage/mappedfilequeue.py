@@ -132,6 +132,15 @@ class MappedFileQueue:
                 return mf
         return None
 
+    def part(self, files: list[MappedFile]) -> "MappedFileQueue":
+        """A queue of some of this queue's files (the same MappedFile objects, no load problems):
+        closing it closes nothing, the files stay this queue's."""
+        view = object.__new__(MappedFileQueue)
+        view.__dict__.update(self.__dict__)
+        view.files, view.problems, view._preallocated, view.empty_file = list(files), [], None, None
+        view.close = lambda: None
+        return view
+
     def index_of(self, mf: MappedFile) -> int:
         return self.files.index(mf)
 

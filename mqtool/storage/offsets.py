@@ -95,7 +95,8 @@ def delay_offsets(layout) -> tuple[dict[int, int], OffsetFile]:
     scheduler's progress in SCHEDULE_TOPIC_XXXX, whose queue level - 1 holds the level's messages."""
     doc, found = _load(layout, DELAY_OFFSETS)
     try:
-        table = {int(level): int(offset) for level, offset in ((doc or {}).get("offsetTable") or {}).items()}
+        table = configjson.whole_numbers(configjson.offset_table(doc, "offsetTable", "{delayLevel: offset}"),
+                                         "offsetTable", "{delayLevel: offset}")
     except _BAD as exc:
         found.error, found.read = str(exc), None
         return {}, found

@@ -25,6 +25,19 @@ def parse_settings(settings) -> dict[str, str]:
     return result
 
 
+def given_setting(config_path: str | None, settings, key: str) -> str | None:
+    """A setting's value when --set or the broker.conf gives it (None when only a default would):
+    e.g. brokerName, which names a store's rows where the broker's configuration says it."""
+    overrides = parse_settings(settings)
+    if key in overrides:
+        return overrides[key]
+    if config_path:
+        for _, name, value in parse_properties(fsutil.read_whole(config_path, BROKER_CONF_LIMIT).decode("iso-8859-1")):
+            if name == key:
+                return value.strip()
+    return None
+
+
 def open_layout(store: str, config_path: str | None, settings, *, must_exist: bool = True) -> StoreLayout:
     """Resolve STORE plus --config/--set into a discovered store layout."""
     overrides = parse_settings(settings)

@@ -607,6 +607,17 @@ def summary(view: TimerView) -> dict:
             "deliveredTwiceKeys": [r["uniqKey"] for r in rec.requeued]}
 
 
+def deliverable_by_hour(view: TimerView, hour_ms: int) -> dict:
+    """summary()'s deliverable units (neither recalled, nor delete units, nor lost) by the hour
+    they are due: {hour number since the epoch: units}."""
+    hours: dict = {}
+    for unit, state, _ in view.pending(want_units=True).units:
+        if state in ("deliver", "roll"):
+            hour = unit.delivery_ms // hour_ms
+            hours[hour] = hours.get(hour, 0) + 1
+    return dict(sorted(hours.items()))
+
+
 def pending_counts(layout, queue) -> dict | None:
     """summary() of a layout's timer store (None without one)."""
     if not timerstore.exists(layout):

@@ -32,7 +32,7 @@ from mqtool.engine.trash import Trash
 from mqtool.errors import UsageError
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
-from mqtool.storage import batchqueue, timerstore, timerview
+from mqtool.storage import batchqueue, dledger, timerstore, timerview
 from mqtool.storage.consumequeue import last_unit, queue_min_offset
 
 # ---------------------------------------------------------------------- the reclaimer
@@ -165,6 +165,12 @@ class Reclaimer:
     def _plan_commitlog(self, policy: Policy, report: Report, pending: int) -> list[Decision]:
         view, config, levels, disk = self.view, self.view.config, report.levels, report.disk
         files = list(view.commitlog.files)
+        # a broker switched to DLedger: while old commitlog files exist, DLedgerCommitLog.deleteExpiredFile
+        # expires them by these rules and turns DLedger's own cleaner off (disableDeleteDledger)
+        old, entries = dledger.parts(view.commitlog)
+        switched = bool(entries.files)      # never a DLedger file (census lets clean at them only so)
+        if switched:
+            files = list(old.files)
         mtimes = {Path(f.path): f.mtime for f in view.layout.commitlog_files()}   # the store's listing
         # the broker's values as the broker reads them: it checks the batch limit after a deletion
         # (0 still deletes one file a run), and a negative fileReservedTime has every file expired
@@ -197,6 +203,17 @@ class Reclaimer:
             mtime_ms = int(mtime * 1000) if mtime is not None else now   # not listed: never taken as old
             age = now - mtime_ms
             info = {"lastModified": mtime_ms, "ageHours": round(age / HOUR_MS, 2)}
+            if i == len(files) - 1 and switched:
+                if i == 0 and retention_ms >= 0 and ((age >= retention_ms and time_to_delete) or clean_at_once):
+                    chosen.append(decide(mf, action, "last-old-file", (
+                        f"the old commitlog's last file, the only one left, last modified {hours_text(age)} ago: "
+                        "DLedgerCommitLog.deleteExpiredFile deletes it too once it expires"), **info))
+                else:
+                    decide(mf, KEEP, "last-old-file", (
+                        "the old commitlog's last file: DLedgerCommitLog.deleteExpiredFile deletes it only once it "
+                        f"is the only old file left and expired ({retention_text}; last modified "
+                        f"{hours_text(age)} ago)"), **info)
+                break
             if i == len(files) - 1:
                 decide(mf, KEEP, "active", "the file being written is never deleted", **info)
                 break
@@ -248,6 +265,12 @@ class Reclaimer:
             chosen.append(decide(mf, action, reason, why, **info))
             commitlog_bytes -= mf.file_size
             freed += mf.file_size
+        for mf in entries.files:
+            decide(mf, KEEP, "dledger-off", "a DLedger data file: while old commitlog files exist, "
+                   "DLedgerCommitLog.deleteExpiredFile turns DLedger's own cleaner off (disableDeleteDledger: no "
+                   "forced disk clean, files kept 10 years)" if old.files else
+                   "a DLedger data file: with no old commitlog file left DLedger's own cleaner deletes these "
+                   "(refreshConfig), not clean", startOffset=mf.file_from_offset)
         return chosen
 
     @staticmethod

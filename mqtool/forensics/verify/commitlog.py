@@ -47,7 +47,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
         end = mf.file_size if stop is None else stop
         cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
         chunks, segment = [], start    # the parsed chunks of the stretch from segment on
-        if layout.is_dledger():        # the entries as a ledger, in the same walk
+        if commitlog.is_dledger_file(mf):      # the entries as a ledger, in the same walk
             ledger = dledgerscan.LedgerChecker(layout)
         for entry in commitlog.walk_file(mf, start=start, stop=stop, check_crc=check_crc,
                                          is_last=is_last, display_path=path, scanner=fastscan,

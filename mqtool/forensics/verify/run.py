@@ -43,7 +43,7 @@ from mqtool.forensics.verify.queues import cq_task, read_units
 from mqtool.forensics.verify.timer import timer_task
 from mqtool.formats import index as index_format
 from mqtool.formats.consumequeue import UNIT_SIZE
-from mqtool.formats.filenames import is_index_name
+from mqtool.formats.filenames import is_index_name, name_to_offset
 from mqtool.native import fastscan
 from mqtool.native.warmup import Stopwatch
 from mqtool.storage import batchqueue, census, commitlog, dledger, timerstore
@@ -69,6 +69,7 @@ class Summary:
     seconds: float = 0.0         # the checking
     load_seconds: float = 0.0    # loading the compiled kernels first (about 0.15 s in a fresh process)
     uncommitted: int | None = None   # DLedger: entries past the committed index
+    division: dict | None = None     # switched to DLedger: commitlog.describe_division
 
     def add(self, result: TaskResult, counted: bool = True) -> None:
         """counted False: a commitlog part run only for the cross-checks (its bytes are not the
@@ -96,7 +97,8 @@ class Summary:
                 "seconds": round(self.seconds, 3), "loadSeconds": round(self.load_seconds, 3),
                 "mbPerSecond": round(self.bytes / self.seconds / 1e6, 1) if self.seconds else None,
                 "timer": self.timer,
-                **({"dledgerUncommittedEntries": self.uncommitted} if self.uncommitted is not None else {})}
+                **({"dledgerUncommittedEntries": self.uncommitted} if self.uncommitted is not None else {}),
+                **({"division": self.division} if self.division is not None else {})}
 
 
 def all_scopes(layout) -> tuple:
@@ -190,6 +192,11 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     if layout.is_dledger() and ("commitlog" in scopes or "cq" in scopes):   # the entries as a ledger
         summary.uncommitted, undispatched = _ledger(layout, cl_results, emit if "commitlog" in scopes else None,
                                                     display)
+        with commitlog.open_queue(layout) as queue:    # where the old commitlog ends, DLedger's entries begin
+            summary.division = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
+            for path in dledger.moved_files(queue) if "commitlog" in scopes else []:
+                emit(Finding("commitlog", "moved-by-hand", display(path), 0, name_to_offset(path.name),
+                             dledger.MOVED_BY_HAND))
     if "cq" in scopes:
         batch = batchqueues.check(layout, runs, emit, display)     # batch topics: covered by their batch queues
         _coverage(first, {k: r for k, r in runs.items() if (r.topic, r.queue_id) not in batch}, emit, undispatched)
