@@ -91,7 +91,7 @@ def dledger_replicas(found: list[Store]) -> tuple[list[Store], list[dict]]:
     for store in found:
         layout = store.layout()
         first = None
-        if layout.is_dledger() and not layout.mixed_dledger:
+        if layout.is_dledger() and not layout.is_mixed():
             queue = commitlog.open_queue(layout)
             try:
                 first = dledger.first_entry(queue)
