@@ -55,13 +55,13 @@ def _page_choices(page: Path) -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.parametrize("name", sorted(cli.commands))
+@pytest.mark.parametrize("name", NAMES)
 def test_every_option_of_choices_lists_exactly_its_values(name):
     """An option that takes one of a few values (click.Choice) lists them on its page, as the option
     takes them: `--flush` (`sync`|`async`), not SYNC_FLUSH or ASYNC_FLUSH."""
     page = DOCS / "commands" / f"{name}.md"
     listed = _page_choices(page)
-    for param in cli.commands[name].params:
+    for param in cli.get_command(None, name).params:
         if isinstance(param, click.Option) and isinstance(param.type, click.Choice):
             assert listed.get(param.opts[0]) == list(param.type.choices), \
                 f"docs/commands/{name}.md: {param.opts[0]} takes {'|'.join(param.type.choices)}"
