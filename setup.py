@@ -23,7 +23,7 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
-from mqtool.native.aot import FAMILIES  # noqa: E402 - stdlib and numpy only at import
+from mqtool.native.aot import FAMILIES  # noqa: E402 - stdlib, numpy and isal only at import (no numba)
 
 
 def _current_in_tree() -> bool:

@@ -179,23 +179,46 @@ def test_scan_on_a_store_of_many_files(extracted, run_cli):
         assert split(run_cli(*args, "--scan"))[0] == split(run_cli(*args))[0]
 
 
-def test_max_and_the_time_window(extracted, run_cli):
+def test_limit_and_the_time_window(extracted, run_cli):
     store = extracted("basic")
     args = ("lookup-by-key", store, "--topic", "BasicTopic", "user-3", "--json", "--no-body")
     messages, summary = split(run_cli(*args))
     assert len(messages) == 7
     newest = [m["commitLogOffset"] for m in messages][-3:]
-    result = run_cli(*args, "--max", "3")
+    result = run_cli(*args, "--limit", "3")
     assert [m["commitLogOffset"] for m in split(result)[0]] == newest   # the newest hits, as the broker
-    assert "--max 3" in result.err
-    assert [m["commitLogOffset"] for m in split(run_cli(*args, "--max", "3", "--scan"))[0]] == newest
+    assert "--limit 3" in result.err
+    assert [m["commitLogOffset"] for m in split(run_cli(*args, "--limit", "3", "--scan"))[0]] == newest
     stored = messages[0]["storeTimestamp"]
-    assert len(split(run_cli(*args, "--begin", "2026-01-01T00:00:00Z", "--end", str(stored + 3600_000)))[0]) == 7
-    for window in (("--end", str(stored - 5000)), ("--begin", str(stored + 5000))):
+    assert len(split(run_cli(*args, "--since", "2026-01-01T00:00:00Z", "--until", str(stored + 3600_000)))[0]) == 7
+    for window in (("--until", str(stored - 5000)), ("--since", str(stored + 5000))):
         result = run_cli(*args, *window)
         assert result.code == 0 and split(result)[0] == []
         assert split(run_cli(*args, *window, "--scan"))[0] == []
     assert "maxMsgsNumBatch" in run_cli("lookup-by-key", "--help").out
+
+
+def test_since_until_and_limit_as_elsewhere_with_the_old_names_still_working(extracted, run_cli):
+    """lookup-by-key says --since/--until/--limit as dump, stats and export do (--until exclusive);
+    --begin/--end/--max still work, hidden from --help, with a warning."""
+    store = extracted("basic")
+    args = ("lookup-by-key", store, "--topic", "BasicTopic", "user-3", "--json", "--no-body", "--scan")
+    messages = split(run_cli(*args))[0]
+    times = sorted({m["storeTimestamp"] for m in messages})
+    assert len(times) > 1
+    later = [m["commitLogOffset"] for m in messages if m["storeTimestamp"] >= times[1]]
+    earlier = [m["commitLogOffset"] for m in messages if m["storeTimestamp"] < times[1]]
+    assert [m["commitLogOffset"] for m in split(run_cli(*args, "--since", str(times[1])))[0]] == later
+    assert [m["commitLogOffset"] for m in split(run_cli(*args, "--until", str(times[1])))[0]] == earlier
+    old = run_cli(*args, "--begin", str(times[1]), "--max", "2")
+    assert [m["commitLogOffset"] for m in split(old)[0]] == later[-2:]
+    assert "--begin is deprecated" in old.err and "--max is deprecated" in old.err
+    inclusive = run_cli(*args, "--end", str(times[1]))       # the old --end kept its meaning: at or before
+    assert [m["commitLogOffset"] for m in split(inclusive)[0]] == earlier + [
+        m["commitLogOffset"] for m in messages if m["storeTimestamp"] == times[1]]
+    shown = run_cli("lookup-by-key", "--help").out
+    assert "--since" in shown and "--limit" in shown and "--begin" not in shown and "--max" not in shown
+    assert run_cli(*args, "--since", "1", "--begin", "1").code == 2
 
 
 def test_without_index_files_lookup_says_so_and_scan_works(store_copy, run_cli):
@@ -542,7 +565,8 @@ def test_missing_store(command, tmp_path, run_cli):
     assert "no such store directory" in result.err
 
 
-@pytest.mark.parametrize("args", [("--max", "0"), ("--begin", "yesterday"), ("--begin", "20", "--end", "10")])
+@pytest.mark.parametrize("args", [("--limit", "0"), ("--since", "yesterday"), ("--since", "20", "--until", "10"),
+                                  ("--max", "0"), ("--begin", "yesterday"), ("--begin", "20", "--end", "10")])
 def test_lookup_by_key_usage_errors(args, extracted, run_cli):
     result = run_cli("lookup-by-key", extracted("basic"), "--topic", "BasicTopic", "user-3", *args)
     assert result.code == 2

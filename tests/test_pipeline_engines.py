@@ -67,7 +67,7 @@ def test_an_engine_is_an_engine_at_run_time():
 @pytest.mark.parametrize("command", [["verify-crc"], ["rebuild-cq", "--dry-run"], ["stats"]])
 def test_every_command_refuses_spark_options_without_the_spark_engine_alike(command, store_copy, run_cli):
     """--master and --spark-conf go with --engine spark: each engine command says so in the same
-    words (commands/engineopts.check_engine), before it reads or locks anything."""
+    words (cli/options.check_engine), before it reads or locks anything."""
     store = store_copy("basic")
     for option in (["--master", "local[2]"], ["--spark-conf", "spark.ui.enabled=false"]):
         result = run_cli(command[0], store, *command[1:], *option)

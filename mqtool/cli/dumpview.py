@@ -1,5 +1,5 @@
 """How `dump` shows each kind: the events of forensics/dumpkinds.py as tables or JSON lines
-(the timer store's kinds are in timerview)."""
+(the timer store's kinds are in timershow)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from contextlib import ExitStack
 from rich.markup import escape
 
 from mqtool.cli import output
-from mqtool.cli import timerview
-from mqtool.forensics import storeinfo
+from mqtool.cli import timershow
 from mqtool.forensics.messageview import message_fields
 from mqtool.engine.behind import Behind
 from mqtool.storage import dispatchrequest
@@ -132,7 +131,7 @@ def _emit_record(record, found, delay_levels, options, files, table) -> None:
         body = body[:BODY_CUT - 1] + "…"
     check = "ok" if not found else ", ".join(k for k, _ in found)
     table.add(record.offset, record.total_size, fields["topic"], record.queue_id, record.queue_offset,
-              storeinfo.iso(record.store_timestamp), fields["tags"] or "", fields["keys"] or "",
+              output.utc_time(record.store_timestamp), fields["tags"] or "", fields["keys"] or "",
               (body or "").replace("\n", "⏎"), check)
 
 
@@ -191,8 +190,8 @@ def _index(events, dump) -> None:
                 output.stdout().print(
                     f"[bold]{escape(display(path))}[/bold]  {header.index_count - 1} entries, "
                     f"{header.hash_slot_count} slots used, offsets {header.begin_phy_offset}.."
-                    f"{header.end_phy_offset}, times {storeinfo.iso(header.begin_timestamp)} .. "
-                    f"{storeinfo.iso(header.end_timestamp)}" + (f"  [red]{size_note}[/red]" if size_note else ""),
+                    f"{header.end_phy_offset}, times {output.utc_time(header.begin_timestamp)} .. "
+                    f"{output.utc_time(header.end_timestamp)}" + (f"  [red]{size_note}[/red]" if size_note else ""),
                     highlight=False)
             table = None if as_json else output.TableStream(None, [
                 ("entry", {"justify": "right"}), ("keyHash", {"justify": "right"}),
@@ -207,7 +206,7 @@ def _index(events, dump) -> None:
                                   "timeDiff": entry.time_diff, "timestamp": time_ms,
                                   "prevIndex": entry.prev_index})
             else:
-                table.add(entry.number, entry.key_hash, slot, entry.phy_offset, storeinfo.iso(time_ms),
+                table.add(entry.number, entry.key_hash, slot, entry.phy_offset, output.utc_time(time_ms),
                           entry.prev_index)
         elif what == "index_entries_end":
             if table:
@@ -226,7 +225,7 @@ def _checkpoint(events, dump) -> None:
             output.emit_json(line)
             continue
         times = {name: line[name + "Iso"] for name in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")}
-        timerview.fields_table(f"checkpoint {line['file']}", cp, times,
+        timershow.fields_table(f"checkpoint {line['file']}", cp, times,
                                 ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp",
                                  "masterFlushedOffset", "confirmPhyOffset", "fileSize"))
 
@@ -258,7 +257,7 @@ def _batchconsumequeue(events, dump) -> None:
             output.note(f"{line['units']} batch consume queue units")
         else:
             table.add(line["topic"], line["queueId"], line["msgBaseOffset"], line["batchSize"],
-                      line["commitLogOffset"], line["size"], line["tagsCode"], storeinfo.iso(line["storeTimestamp"]),
+                      line["commitLogOffset"], line["size"], line["tagsCode"], output.utc_time(line["storeTimestamp"]),
                       line["file"], line["fileOffset"])
 
 
@@ -312,10 +311,10 @@ RENDERERS = {
     "index": _index,
     "checkpoint": _checkpoint,
     "config": _config,
-    "timerlog": timerview.timerlog,
-    "timerwheel": timerview.timerwheel,
-    "timercheck": timerview.timercheck,
-    "timermetrics": timerview.timermetrics,
+    "timerlog": timershow.timerlog,
+    "timerwheel": timershow.timerwheel,
+    "timercheck": timershow.timercheck,
+    "timermetrics": timershow.timermetrics,
     "batchconsumequeue": _batchconsumequeue,
     "dledger": _dledger,
 }

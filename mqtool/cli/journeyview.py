@@ -4,7 +4,7 @@ JSON lines with stable field names."""
 from __future__ import annotations
 
 from mqtool.cli import output
-from mqtool.commands._show import plural
+from mqtool.cli.messageshow import plural
 from mqtool.forensics.journey import duration
 
 _MARK = {"CONSUMED": "consumed", "NOT_CONSUME_YET": "not yet"}

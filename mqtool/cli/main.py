@@ -17,29 +17,30 @@ import click
 
 from mqtool import __version__, errors
 from mqtool.cli import heap, output
-from mqtool.commands import (
-    append,
-    clean,
-    diff,
-    dump,
-    export,
-    get,
-    info,
-    lag,
-    lookup_by_id,
-    lookup_by_key,
-    rebuild_cq,
-    recover,
-    report,
-    salvage,
-    stats,
-    track,
-    transactions,
-    verify_crc,
-)
 
-COMMANDS = [info.cli, dump.cli, append.cli, verify_crc.cli, recover.cli, rebuild_cq.cli, salvage.cli, lookup_by_key.cli, lookup_by_id.cli, get.cli, clean.cli,
-            export.cli, stats.cli, lag.cli, report.cli, diff.cli, track.cli, transactions.cli]
+# Every command: its name, its module in mqtool/commands/ (loaded only when the command runs or
+# its own --help is asked for), and its one line in `mqtool --help` and in shell completion,
+# whole (no "..."): adding a command is adding its line here.
+COMMANDS = {
+    "info": ("info", "The store at a glance: files, offsets, queues, lock."),
+    "dump": ("dump", "The entries of a store's files, as they are on disk."),
+    "append": ("append", "Put messages into a store, as a broker would."),
+    "verify-crc": ("verify_crc", "Check every record, CRC, queue unit and index entry."),
+    "recover": ("recover", "Recover a store as a broker's start would."),
+    "rebuild-cq": ("rebuild_cq", "Rebuild consume queues (and the index) from the commitlog."),
+    "salvage": ("salvage", "Copy every intact message of a damaged store into a new one."),
+    "lookup-by-key": ("lookup_by_key", "Messages by key (KEYS or UNIQ_KEY) in a topic."),
+    "lookup-by-id": ("lookup_by_id", "The message an offset message id or a UNIQ_KEY names."),
+    "get": ("get", "Messages by queue offset, read through the consume queue."),
+    "clean": ("clean", "Delete expired commitlog files by RocketMQ's rules."),
+    "export": ("export", "Commitlog records as Parquet or JSON lines, per topic."),
+    "stats": ("stats", "Messages, bytes, times, sizes and keys per topic and queue."),
+    "lag": ("lag", "Consumer lag per group, topic and queue, offline."),
+    "report": ("report", "A forensic HTML report with charts."),
+    "diff": ("diff", "Where two replicas diverge, and what only one holds."),
+    "track": ("track", "Where a message went: every hop, retry, delay and timer."),
+    "transactions": ("transactions", "Every transaction: committed, rolled back or pending."),
+}
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141
@@ -52,6 +53,33 @@ class _OutputClosed(Exception):
 
 
 class MqtoolGroup(click.Group):
+    """The command group, lazily (click's LazyGroup pattern): names and one-line help come from
+    COMMANDS, and a command's module is imported only when that command is resolved."""
+
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        if name not in self.commands:
+            import importlib
+
+            command = importlib.import_module(f"mqtool.commands.{COMMANDS[name][0]}").cli
+            command.short_help = COMMANDS[name][1]
+            self.add_command(command, name)
+        return self.commands[name]
+
+    def format_commands(self, ctx, formatter):
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+
+    def shell_complete(self, ctx, incomplete):
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(name, help=COMMANDS[name][1]) for name in self.list_commands(ctx)
+                if name.startswith(incomplete)] + click.Command.shell_complete(self, ctx, incomplete)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -72,10 +100,6 @@ def cli():
     Exit codes: 0 ok, 1 problems found in the data, 2 usage error, 3 refused
     (a broker holds the lock, or unsafe), 4 not a store or unreadable input.
     """
-
-
-for command in COMMANDS:
-    cli.add_command(command)
 
 
 def _fail(message: str, code: int) -> int:

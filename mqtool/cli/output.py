@@ -11,26 +11,32 @@ import json
 import sys
 from contextlib import contextmanager
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-from rich.table import Table
-from rich.text import Text
-
 _stdout = None
 _stderr = None
+_console_class = None
 
 
-class _Console(Console):
-    def print(self, *objects, **kwargs) -> None:
-        """Plain strings are data or carry data (paths, topics): their control characters are escaped."""
-        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+def _Console(**kwargs):
+    """A rich Console whose plain strings are escaped, made with rich loaded at first use (a command
+    that prints no table or note, `mqtool --version` or a completion request, never loads rich)."""
+    global _console_class
+    if _console_class is None:
+        from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        """rich would exit 1 here; let the CLI map a closed pipe like every other command."""
-        raise BrokenPipeError()
+        class _Escaping(Console):
+            def print(self, *objects, **kwargs) -> None:
+                """Plain strings are data or carry data (paths, topics): their control characters are escaped."""
+                super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+            def on_broken_pipe(self) -> None:
+                """rich would exit 1 here; let the CLI map a closed pipe like every other command."""
+                raise BrokenPipeError()
+
+        _console_class = _Escaping
+    return _console_class(**kwargs)
 
 
-def stdout() -> Console:
+def stdout():
     global _stdout
     if _stdout is None:
         console = _Console(file=sys.stdout, soft_wrap=True)
@@ -40,7 +46,7 @@ def stdout() -> Console:
     return _stdout
 
 
-def stderr() -> Console:
+def stderr():
     global _stderr
     if _stderr is None:
         _stderr = _Console(file=sys.stderr, stderr=True)
@@ -96,11 +102,12 @@ def printable(text: str) -> str:
 
 
 def utc_time(millis) -> str:
-    """A store time (epoch ms) for a table cell: ISO 8601 in UTC with a Z, or "-" for none."""
+    """A time (epoch ms) as every command prints it: ISO 8601 in UTC with a Z and milliseconds
+    (2026-11-22T00:38:25.524Z; forensics.storeinfo.iso, the JSON lines' form too), or "-" for
+    none or a value that is no time."""
     from mqtool.forensics.storeinfo import iso   # at use: every command imports this module
 
-    text = iso(millis)
-    return text.replace("+00:00", "Z") if text else "-"
+    return iso(millis) or "-"
 
 
 def note(message: str) -> None:
@@ -120,6 +127,8 @@ class TableStream:
         self.pages = 0
 
     def add(self, *cells) -> None:
+        from rich.text import Text
+
         # cells are data (topics, keys, messages): plain text, never rich markup
         self.rows.append([Text("" if c is None else printable(str(c))) for c in cells])
         if len(self.rows) >= self.page:
@@ -128,6 +137,8 @@ class TableStream:
     def flush(self) -> None:
         if not self.rows:
             return
+        from rich.table import Table
+
         title = printable(self.title) if self.title and self.pages == 0 else None
         table = Table(title=title, show_lines=False,
                       header_style="bold")
@@ -147,6 +158,8 @@ def progress(total: int | None, description: str, *, enabled: bool = True, unit_
     if not enabled or not console.is_terminal:
         yield _NoProgress()
         return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     columns = [TextColumn("{task.description}"), BarColumn()]
     if unit_bytes:
         columns += [DownloadColumn(), TransferSpeedColumn()]

@@ -8,10 +8,10 @@ from __future__ import annotations
 import html
 import io
 import math
-from datetime import datetime, timezone
 
 import humanize
 
+from mqtool.cli import output
 from mqtool.errors import UsageError
 from mqtool.forensics.journey import duration
 from mqtool.formats.topicnames import SYSTEM_GROUPS, is_system_group
@@ -66,12 +66,7 @@ def _int(n) -> str:
 
 
 def _time(ms) -> str:
-    if not ms:
-        return "-"
-    try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (OverflowError, ValueError, OSError):
-        return str(ms)
+    return output.utc_time(ms)
 
 
 def _hour(hour: int) -> str:

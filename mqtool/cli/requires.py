@@ -4,8 +4,11 @@ cli/requires.py): `@requires.run` hands the command a `Run` as its first argumen
 - readers: `run.reading(layouts)` says (and with --json, emits) which store a live process holds;
 - writers: `run.write_config(...)` resolves STORE, --config and --set with each setting warning
   noted; `run.claim(layout, writer)` is the census and the lock (engine.store.claim_store, the one
-  gate the embedded store passes too); `run.open_store(config)` opens the embedded store and says
-  what its recovery cut first and what else opening did;
+  gate the embedded store passes too); `run.open_store(config)` opens the embedded store (made by
+  `run.message_store`, for the commands that open it their own way) and says what its recovery
+  cut first and what else opening did;
+- the pipeline's: `run.open_engine(engine, jobs, master, spark_conf)` (the options checked
+  together first);
 - timed runs: `run.warm_up(*loaders)` loads the compiled kernels as start-up, and
   `run.timings()` gives `seconds` and `loadSeconds` (native.warmup.Stopwatch).
 """
@@ -17,9 +20,7 @@ import os
 from contextlib import contextmanager
 
 from mqtool.cli import output
-from mqtool.engine.store import MessageStore, claim_store
 from mqtool.native.warmup import Stopwatch
-from mqtool.storage.settings import store_config_for_write
 
 
 def run(command):
@@ -43,10 +44,15 @@ class Run:
         """A reader: each store a live process holds is named (output.in_use)."""
         output.in_use(layouts, self.as_json, say=say)
 
-    def write_config(self, store, config_path, settings, *, extra_notes=(), prefix: str = "warning"):
-        """A writer's settings (STORE, --config, --set), each setting warning noted on stderr."""
+    def write_config(self, store, config_path, settings, *, extra_notes=(), prefix: str = "warning",
+                     say: bool = True):
+        """A writer's settings (STORE, --config, --set), each setting warning noted on stderr (with
+        say=False the command notes them itself, later: note_settings)."""
+        from mqtool.storage.settings import store_config_for_write
+
         config = store_config_for_write(store, config_path, settings)
-        self.note_settings(config, extra_notes, prefix)
+        if say:
+            self.note_settings(config, extra_notes, prefix)
         return config
 
     @staticmethod
@@ -57,6 +63,8 @@ class Run:
     @contextmanager
     def claim(self, layout, writer: str, *, write: bool = True):
         """The census's refusal, then the store's lock held for the block (engine.store.claim_store)."""
+        from mqtool.engine.store import claim_store   # the engine loads only for the writers
+
         fd = claim_store(layout, writer, write=write)
         try:
             yield
@@ -64,12 +72,30 @@ class Run:
             if fd >= 0:
                 os.close(fd)
 
-    def open_store(self, config, **kwargs) -> MessageStore:
+    def open_store(self, config, **kwargs):
         """The embedded store, opened (MessageStore(config, **kwargs).open()); what its recovery
         cut first and what else opening did are noted."""
-        engine = MessageStore(config, **kwargs).open()
+        engine = self.message_store(config, **kwargs).open()
         recovery_notice(engine)
         return engine
+
+    def open_engine(self, engine: str, jobs: int = 1, master=None, spark_conf=()):
+        """The pipeline engine the options chose (pipeline.engines.open_engine), after
+        options.check_engine; --jobs is the local engine's, --master and --spark-conf Spark's."""
+        from mqtool.cli.options import check_engine
+        from mqtool.pipeline import engines
+
+        check_engine(engine, master, spark_conf)
+        if engine == "spark":
+            return engines.open_engine("spark", master=master, conf=spark_conf)
+        return engines.open_engine("local", jobs=jobs)
+
+    def message_store(self, config, **kwargs):
+        """The embedded store, not opened yet (engine.store.MessageStore): the one place a
+        command makes it."""
+        from mqtool.engine.store import MessageStore
+
+        return MessageStore(config, **kwargs)
 
     def warm_up(self, *loaders) -> None:
         """Load the compiled kernels the run needs: start-up, timed apart (loadSeconds)."""

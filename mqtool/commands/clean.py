@@ -1,4 +1,4 @@
-"""`mqtool clean STORE`: reclaim disk space by RocketMQ's rules (mqtool/engine/reclaim.py), from cron.
+"""`mqtool clean STORE`: reclaim disk space by RocketMQ's rules (mqtool/engine/reclaim/), from cron.
 
 Opens the store as `append` does (the lock held throughout; exit 3 while a broker
 holds it), runs one reclaim run and explains every decision.  Quiet when there is
@@ -20,11 +20,9 @@ from mqtool.engine import reclaim
 from mqtool.engine.clock import SystemClock
 from mqtool.engine.diskusage import DiskUsage
 from mqtool.engine.reclaim.policy import parse_duration, parse_size, retention_ms
-from mqtool.engine.store import reclaim_dry_run
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.storage import census
 from mqtool.storage.layout import discover
-from mqtool.storage.settings import store_config_for_write
 
 SHOWN_LINES = 20   # queue and consumer-group lines in text output before "... and N more"
 
@@ -77,13 +75,15 @@ def cli(run, store, config_path, settings, as_json, prometheus, ignore_window, f
         delete_delay_ms=parse_duration(delete_delay, "--delete-delay"), dry_run=dry_run)
     if undo and (force or ignore_window or max_files or retention_bytes is not None or policy.retention_ms is not None):
         raise UsageError("--undo puts staged files back; it takes no clean options (only --dry-run and --json)")
-    config = store_config_for_write(store, config_path, settings)
+    config = run.write_config(store, config_path, settings, say=False)   # noted below, with the levels'
     layout = discover(config, config_given=True, must_exist=True)
     census.take(layout).refuse_unsafe("clean")   # dry runs too: they show what the real run does
     reclaim.parse_delete_when(config.deleteWhen)   # a bad deleteWhen is a usage error before anything happens
     run.note_settings(config, reclaim.Levels.from_config(config).notes, prefix="note")
     clock, disk = SystemClock(), DiskUsage()
     if dry_run:
+        from mqtool.engine.store import reclaim_dry_run
+
         report = reclaim_dry_run(config, layout, policy, undo=undo, clock=clock, disk_usage=disk)
         if layout.abort_path.exists():
             output.note("note: the store was not shut down cleanly; a real run recovers it first")

@@ -3,7 +3,7 @@
 dump shows every entry it finds, including what a broker's recovery would
 drop, and marks each entry that fails a check.  Exit 1 when anything failed.
 Which files each kind opens and how they are walked: mqtool/forensics/dumpkinds.py;
-how each kind is shown: mqtool/cli/dumpview.py and timerview.py.
+how each kind is shown: mqtool/cli/dumpview.py and timershow.py.
 """
 
 from __future__ import annotations
@@ -17,27 +17,22 @@ from mqtool.cli import dumpview
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.forensics.dumpkinds import KINDS, Dump, DumpOptions, FileArgs, infer_kind
 from mqtool.forensics.filters import Filters
-from mqtool.forensics.messageview import BODY_FORMATS
 from mqtool.storage.settings import open_layout
 
 
 @click.command("dump")
 @click.argument("target", metavar="STORE|FILE", type=click.Path(path_type=str))
-@click.argument("kind", required=False, type=click.Choice(KINDS))
+@click.argument("kind", metavar="[KIND]", required=False, type=click.Choice(KINDS))
 @options.config_option
 @options.json_option
-@click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")
+@options.filter_options
 @click.option("--queue", "queues", multiple=True, type=int, help="Only this queue id (repeatable).")
 @click.option("--offset-from", type=int, help="Only commitlog offsets >= this.")
 @click.option("--offset-to", type=int, help="Only commitlog offsets < this.")
 @click.option("--queue-offset-from", type=int, help="consumequeue: only queue offsets >= this.")
 @click.option("--queue-offset-to", type=int, help="consumequeue: only queue offsets < this.")
-@click.option("--since", help="Only store times >= this (epoch ms or ISO 8601, UTC by default).")
-@click.option("--until", help="Only store times < this.")
 @click.option("--limit", type=click.IntRange(min=0), help="Stop after this many entries.")
-@click.option("--body", "body_format", type=click.Choice(BODY_FORMATS),
-              help="How to show bodies: text, hex or base64 (default: text in tables, base64 in JSON).")
-@click.option("--no-body", is_flag=True, help="Leave bodies out.")
+@options.body_options
 @click.option("--no-crc", is_flag=True, help="Do not recompute body CRCs.")
 @click.option("--slots", is_flag=True, help="index: also list the non-empty hash slots.")
 @options.progress_option
@@ -45,10 +40,23 @@ from mqtool.storage.settings import open_layout
 def cli(run, target, kind, config_path, settings, as_json, topics, queues, offset_from, offset_to,
         queue_offset_from, queue_offset_to, since, until, limit, body_format, no_body, no_crc, slots,
         progress):
-    """Show commitlog records, consume queue units, index entries, the checkpoint or config files.
+    """The entries of a store's files as they are on disk, each marked when it fails a check.
 
     STORE is a store directory (then KIND is required) or one file of a store (KIND is
-    inferred from its place, or given).
+    inferred from its place, or given).  KIND is one of:
+
+    \b
+      commitlog          records (the messages), blanks, damage
+      consumequeue       consume queue units
+      index              index file headers, entries (--slots: hash slots)
+      checkpoint         the store checkpoint
+      config             the broker's JSON files in config/
+      timerlog           5.x timer store: timer units
+      timerwheel         5.x timer store: the wheel's written slots
+      timercheck         5.x timer store: its checkpoint
+      timermetrics       5.x timer store: timing counts per topic
+      batchconsumequeue  5.x BatchCQ topics: batch consume queue units
+      dledger            a DLedger store: its entries and index units
     """
     filters = Filters.from_options(topics, queues, since, until, offset_from, offset_to, queue_offset_from,
                                    queue_offset_to)

@@ -15,7 +15,6 @@ from pathlib import Path
 import click
 
 from mqtool.cli import options, output, requires
-from mqtool.commands import engineopts
 from mqtool.errors import RefusedError, UsageError
 from mqtool.forensics.filters import Filters
 from mqtool.pipeline import plan as pipeline
@@ -23,7 +22,7 @@ from mqtool.pipeline import exporter
 
 
 @click.command("export")
-@engineopts.stores_argument
+@options.stores_argument
 @options.config_option
 @click.option("--out", "-o", "out", required=True, type=click.Path(path_type=str),
               help="The output directory (one topic=<name>/ directory per topic).")
@@ -31,8 +30,8 @@ from mqtool.pipeline import exporter
               help="The files written: Parquet (the `export` extra: pyarrow) or JSON lines.")
 @click.option("--with-body", is_flag=True, help="Also export each body, as stored (binary; base64 in JSON).")
 @click.option("--overwrite", is_flag=True, help="Replace DIR if it exists and is not empty.")
-@engineopts.filter_options
-@engineopts.engine_options
+@options.filter_options
+@options.engine_options
 @options.json_option
 @requires.run
 def cli(run, stores, config_path, settings, out, fmt, with_body, overwrite, topics, since, until, engine, jobs,
@@ -55,7 +54,7 @@ def cli(run, stores, config_path, settings, out, fmt, with_body, overwrite, topi
                              "(or use --format jsonl)") from None
     # loading the compiled kernels is start-up, timed on its own (Spark's workers load their own)
     run.warm_up(*([lambda: exporter.warm_up(fmt, with_body)] if engine == "local" else []))
-    runner = engineopts.open_engine(engine, jobs, master, spark_conf)
+    runner = run.open_engine(engine, jobs, master, spark_conf)
     try:
         if engine == "spark":
             if target.is_dir() and not any(target.iterdir()):

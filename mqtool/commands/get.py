@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import click
 
-from mqtool.cli import options, output, requires
-from mqtool.commands import _show
-from mqtool.commands._show import plural
+from mqtool.cli import options, requires
+from mqtool.cli import messageshow
+from mqtool.cli.messageshow import plural
 from mqtool.errors import UsageError
 from mqtool.forensics.lookup import Found, StoreReader
 from mqtool.storage import batchqueue
@@ -31,7 +31,7 @@ from mqtool.storage.settings import open_layout
               help="How many consecutive queue offsets to read (fewer when the queue ends first).")
 @options.config_option
 @options.json_option
-@_show.body_options
+@options.body_options
 @requires.run
 def cli(run, store, topic, queue_id, queue_offset, count, config_path, settings, as_json, body_format, no_body):
     """Messages at queue offsets N, N+1, ... of queue --queue of topic --topic."""
@@ -52,7 +52,7 @@ def cli(run, store, topic, queue_id, queue_offset, count, config_path, settings,
                 valid = (f"{name} holds queue offsets {result.min_offset} .. {result.max_offset - 1} "
                          f"(max offset {result.max_offset})")
             raise UsageError(f"--offset {queue_offset} is out of range: {valid}")
-        show = _show.MessageOutput(f"{name} from queue offset {queue_offset}", as_json, body_format, no_body)
+        show = messageshow.MessageOutput(f"{name} from queue offset {queue_offset}", as_json, body_format, no_body)
         for item in result.items:
             if isinstance(item, Found):
                 show.message(item)
@@ -69,4 +69,4 @@ def cli(run, store, topic, queue_id, queue_offset, count, config_path, settings,
             notes.append(f"{plural(result.expired, 'unit')} of the queue point below the commitlog's first "
                          "file: their messages were deleted with it")
         show.finish(result.summary(), notes)
-    _show.fail_on_problems(result.problems, [i for i in result.items if isinstance(i, Found) and not i.ok])
+    messageshow.fail_on_problems(result.problems, [i for i in result.items if isinstance(i, Found) and not i.ok])

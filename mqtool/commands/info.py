@@ -12,7 +12,7 @@ import click
 import humanize
 from rich.markup import escape
 
-from mqtool.cli.timerview import pending_text
+from mqtool.cli.timershow import pending_text
 from mqtool.cli import metrics, options, output, requires
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import storeinfo
@@ -22,7 +22,7 @@ from mqtool.storage.settings import open_layout
 def _time(millis):
     if not millis:
         return "-"
-    return f"{storeinfo.iso(millis)} ({millis})"
+    return f"{output.utc_time(millis)} ({millis})"
 
 
 def _ago(millis) -> str:

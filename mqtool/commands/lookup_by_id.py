@@ -14,8 +14,8 @@ from __future__ import annotations
 import click
 
 from mqtool.cli import options, output, requires
-from mqtool.commands import _show
-from mqtool.commands._show import plural
+from mqtool.cli import messageshow
+from mqtool.cli.messageshow import plural
 from mqtool.errors import UsageError
 from mqtool.forensics.lookup import StoreReader
 from mqtool.formats.commitlog import Record
@@ -32,7 +32,7 @@ from mqtool.storage.settings import open_layout
                               "the whole commitlog is scanned (slow on a large store).")
 @options.config_option
 @options.json_option
-@_show.body_options
+@options.body_options
 @options.progress_option
 @requires.run
 def cli(run, store, msgid, uniq, topic, config_path, settings, as_json, body_format, no_body, progress):
@@ -48,7 +48,7 @@ def cli(run, store, msgid, uniq, topic, config_path, settings, as_json, body_for
     msgid = msgid.strip().upper()
     layout = open_layout(store, config_path, settings)
     run.reading([layout])
-    show = _show.MessageOutput(msgid, as_json, body_format, no_body, detail=True)
+    show = messageshow.MessageOutput(msgid, as_json, body_format, no_body, detail=True)
     notes: list[str] = []
     with StoreReader(layout) as reader:
         if not uniq:
@@ -65,7 +65,7 @@ def cli(run, store, msgid, uniq, topic, config_path, settings, as_json, body_for
                 show.message(found)
                 show.finish({"type": "summary", "msgId": msgid, "source": "offset", "found": 1,
                              "problems": 0 if found.ok else 1}, notes)
-                _show.fail_on_problems([], [found] if not found.ok else [])
+                messageshow.fail_on_problems([], [found] if not found.ok else [])
                 return
             output.note(f"{msgid} is not an offset message id of this store ({entry.message}); "
                         "looking it up as a UNIQ_KEY")
@@ -91,4 +91,4 @@ def cli(run, store, msgid, uniq, topic, config_path, settings, as_json, body_for
         if result.source == "index":
             summary["dropped"] = result.dropped + len(result.messages) - len(messages)
         show.finish(summary, notes)
-    _show.fail_on_problems(result.problems, [m for m in messages if not m.ok])
+    messageshow.fail_on_problems(result.problems, [m for m in messages if not m.ok])

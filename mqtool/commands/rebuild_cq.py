@@ -5,8 +5,6 @@ from __future__ import annotations
 import click
 
 from mqtool.cli import options, output, requires
-from mqtool.commands import engineopts
-from mqtool.pipeline import engines as pipeline
 from mqtool.storage.layout import discover
 
 
@@ -20,7 +18,7 @@ from mqtool.storage.layout import discover
 @click.option("--no-quarantine", is_flag=True, help="Delete the replaced files instead of keeping them.")
 @click.option("--quarantine-dir", type=click.Path(file_okay=False, path_type=str),
               help="Keep the replaced files here instead of STORE/quarantine/.")
-@engineopts.spark_options
+@options.spark_options
 @options.progress_option
 @requires.run
 def cli(run, store, config_path, settings, as_json, topics, with_index, dry_run, no_quarantine, quarantine_dir,
@@ -40,14 +38,14 @@ def cli(run, store, config_path, settings, as_json, topics, with_index, dry_run,
         raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
     config = run.write_config(store, config_path, settings)
     layout = discover(config, config_given=True)
-    engineopts.check_engine(engine, master, spark_conf, jobs_given=False)
+    options.check_engine(engine, master, spark_conf)
     sizes = _sizes_used(config, with_index)
     for what, size, origin in sizes:
         if origin == "RocketMQ's default":
             output.note(f"warning: {what} of {size} bytes, RocketMQ's default: the store has none to read the "
                         "size off and no --config/--set gave it; a broker configured otherwise refuses them")
     with run.claim(layout, "rebuild-cq", write=not dry_run):   # the census, then the lock
-        runner = pipeline.open_engine("spark", master=master, conf=spark_conf) if engine == "spark" and not dry_run \
+        runner = run.open_engine(engine, master=master, spark_conf=spark_conf) if engine == "spark" and not dry_run \
             else None
         try:
             total = sum(f.size for f in layout.commitlog_files())

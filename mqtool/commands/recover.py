@@ -13,12 +13,11 @@ from __future__ import annotations
 import click
 
 from mqtool.cli import options, output, requires
-from mqtool.cli.timerview import pending_text
-from mqtool.engine.store import MessageStore
+from mqtool.cli.timershow import pending_text
 from mqtool.errors import ProblemsFound
 from mqtool.forensics import remedies
 from mqtool.storage.layout import discover
-from mqtool.storage.settings import open_layout, store_config_for_write
+from mqtool.storage.settings import open_layout
 
 
 @click.command("recover")
@@ -41,10 +40,10 @@ def cli(run, store, config_path, settings, as_json, mode, dry_run, no_quarantine
     it kept in the quarantine first.  Refused (exit 3) while a broker holds the lock; the lock
     is held while recovering.
     """
-    config = store_config_for_write(store, config_path, settings)
+    config = run.write_config(store, config_path, settings)
     layout = discover(config, config_given=True, must_exist=True)   # recover never creates a store
-    engine = MessageStore(config, writer="recover", quarantine_dir=quarantine_dir, keep_cut_bytes=not no_quarantine,
-                          start_services=False)
+    engine = run.message_store(config, writer="recover", quarantine_dir=quarantine_dir,
+                               keep_cut_bytes=not no_quarantine, start_services=False)
     if dry_run:
         run.reading([layout], say=False)   # the dry run is refused (exit 3), naming the holder
         with remedies.cannot_load(layout, store):

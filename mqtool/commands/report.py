@@ -21,8 +21,7 @@ from mqtool.storage.settings import open_layout
 @options.json_option
 @click.option("--output", "-o", "out", required=True, metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
               help="The HTML file to write (replaced whole, through a temporary file).")
-@click.option("--jobs", "-j", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Read the commitlog's files in this many processes.")
+@options.jobs_option("Read the commitlog's files in this many processes")
 @requires.run
 def cli(run, store, config_path, settings, as_json, out, jobs):
     """A forensic report with pictures: commitlog map, messages and bytes per hour, sizes, consumer lag,

@@ -7,10 +7,9 @@ from pathlib import Path
 import click
 
 from mqtool.cli import options, output, requires
-from mqtool.engine.store import MessageStore
 from mqtool.errors import ProblemsFound, RefusedError, UsageError
 from mqtool.storage import census
-from mqtool.storage.settings import open_layout, store_config_for_write
+from mqtool.storage.settings import open_layout
 
 
 @click.command("salvage")
@@ -51,16 +50,16 @@ def cli(run, store, out, config_path, settings, as_json, progress, drop_features
                            path=source.root)
     for name in dropped:
         output.note(f"warning: {name} is not carried into {out} (--drop-features)")
-    config = store_config_for_write(store, config_path, settings).replace(storePathRootDir=str(target),
-                                                                                   storePathCommitLog=None,
-                                                                                   readOnlyCommitLogStorePaths=None)
+    config = run.write_config(store, config_path, settings).replace(storePathRootDir=str(target),
+                                                                     storePathCommitLog=None,
+                                                                     readOnlyCommitLogStorePaths=None)
     if drop_features:
         config = census.without_features(config)
     total = sum(f.size for f in source.commitlog_files())
     with output.progress(total, "salvage", enabled=progress) as bar:
         report, cleared = rebuild.salvage_into(
             source, config, on_progress=bar.advance,
-            open_store=lambda c: MessageStore(c, writer="salvage", start_services=False))
+            open_store=lambda c: run.message_store(c, writer="salvage", start_services=False))
     for line in cleared:
         output.note(line)
     if as_json:

@@ -13,7 +13,6 @@ import click
 import humanize
 
 from mqtool.cli import metrics, options, output, requires
-from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound
 from mqtool.forensics.filters import Filters
 from mqtool.pipeline import plan as pipeline
@@ -21,12 +20,12 @@ from mqtool.pipeline import storestats
 
 
 @click.command("stats")
-@engineopts.stores_argument
+@options.stores_argument
 @options.config_option
 @options.json_option
 @options.prometheus_option
-@engineopts.filter_options
-@engineopts.engine_options
+@options.filter_options
+@options.engine_options
 @click.option("--no-crc", is_flag=True, help="Do not recompute body CRCs.")
 @requires.run
 def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, until, engine, jobs, master, spark_conf,
@@ -42,7 +41,7 @@ def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, 
     run.reading([s.layout() for s in found])
     found, replicas = pipeline.dledger_replicas(found)     # one DLedger group's replicas: counted once
     filters = Filters.from_options(topics, since=since, until=until)
-    runner = engineopts.open_engine(engine, jobs, master, spark_conf)
+    runner = run.open_engine(engine, jobs, master, spark_conf)
     try:
         run.warm_up(*([storestats.warm_up] if engine == "local" else []))   # Spark's workers load their own
         parts = pipeline.commitlog_parts(found, filters)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from mqtool.cli import journeyview, options, output, requires
-from mqtool.commands import _show
+from mqtool.cli import messageshow
 from mqtool.errors import UsageError
 from mqtool.forensics.journey import track
 from mqtool.forensics.lookup import StoreReader
@@ -67,7 +67,7 @@ def cli(run, store, msgid, topic, key, scan, now_ms, config_path, settings, as_j
         for note in journeyview.track_notes(result):
             output.note(note)
     bad = [hop for j in result.journeys for hop in j.hops if not hop.ok]
-    _show.fail_on_problems(result.problems + reader.index_problems, [_Bad(h) for h in bad])
+    messageshow.fail_on_problems(result.problems + reader.index_problems, [_Bad(h) for h in bad])
 
 
 class _Bad:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import click
 
 from mqtool.cli import metrics, options, output, requires
-from mqtool.commands import engineopts
 from mqtool.errors import ProblemsFound, UsageError
 from mqtool.forensics import storeinfo
-from mqtool.pipeline import engines as pipeline
 from mqtool.storage import census
 from mqtool.storage.settings import open_layout
 
@@ -24,11 +22,10 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
               show_default=True, help="What to check (repeatable): the commitlog's records and CRCs, consume "
                                       "queue units against the records, index entries against the records, the "
                                       "timer store (all: when the store has one).")
-@click.option("--jobs", "-j", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="--engine local: check files and parts of files in this many threads (the checks run in "
-                   "compiled code that releases the GIL).")
+@options.jobs_option("--engine local: check files and parts of files in this many threads (the checks run "
+                     "in compiled code that releases the GIL)")
 @click.option("--no-crc", is_flag=True, help="Skip body CRCs (structure and cross-checks only).")
-@engineopts.spark_options
+@options.spark_options
 @options.progress_option
 @requires.run
 def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, engine, master, spark_conf,
@@ -42,7 +39,7 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
     """
     from mqtool.forensics import verify
 
-    engineopts.check_engine(engine, master, spark_conf, jobs_given=jobs != 1)
+    options.check_engine(engine, master, spark_conf)
     layout = open_layout(store, config_path, settings)
     every = verify.all_scopes(layout) if "all" in scope else ()
     scopes = tuple(s for s in verify.SCOPES if s in scope or s in every)
@@ -83,7 +80,7 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
     for finding in store_findings:
         on_finding(finding)
     total = _total_bytes(layout, scopes)
-    runner = pipeline.open_engine("spark", master=master, conf=spark_conf) if engine == "spark" else None
+    runner = run.open_engine(engine, master=master, spark_conf=spark_conf) if engine == "spark" else None
     try:
         with output.progress(total, "verify", enabled=progress) as bar:
             summary = verify.verify(layout, scopes=scopes, check_crc=not no_crc, jobs=jobs,

@@ -1,11 +1,14 @@
-"""The embedded message store: open (lock, load, recover), put, close.
+"""The embedded message store: open (lock, load, recover), put, reclaim, close; and the one gate
+every writer passes (claim_store: the census's refusal, then the lock).
 
-Opening does what a broker's DefaultMessageStore does: take a POSIX lock on
-`lock` (so mqtool and a broker exclude each other; refused with exit 3 if
-someone holds it), load the commitlog, consume queues, checkpoint and index
-files (refusing files whose size or name a broker would refuse), recover
-(normal, or abnormal when `abort` is there), create `abort`, and start the
-flush services.  A clean close stops them, flushes everything, writes the
+Opening does what a broker's DefaultMessageStore does: take a POSIX lock on `lock` (lock_store,
+so mqtool and a broker exclude each other; refused with exit 3 if someone holds it), load the
+commitlog, consume queues, checkpoint and index files (refusing files whose size or name a broker
+would refuse), recover (engine/recovery.py: normal, or abnormal when `abort` is there), create
+`abort`, and start the flush services (engine/flush.py) and the dispatch (engine/dispatch.py,
+engine/indexservice.py).  Puts go through the commitlog writer (engine/commitlogwriter.py; batches
+through engine/batchappend.py's compiled path), reclaim runs engine/reclaim/ (reclaim_dry_run: its
+plan on a read-only view).  A clean close stops the services, flushes everything, writes the
 checkpoint and removes `abort`; a crash leaves `abort` behind.
 """
 
@@ -246,7 +249,7 @@ class MessageStore:
         """Put messages in order; with SYNC_FLUSH one group-commit request covers them all."""
         if not self.opened:
             raise RefusedError("the store is not open")
-        # -- reclaim hook: above diskSpaceWarningLevelRatio puts are refused, saying why (mqtool/engine/reclaim.py)
+        # -- reclaim hook: above diskSpaceWarningLevelRatio puts are refused, saying why (mqtool/engine/reclaim/)
         refused = self.reclaimer.refuse_puts(len(messages))
         if refused is not None:
             return refused
@@ -328,7 +331,7 @@ class MessageStore:
             self.flusher.wakeup()
 
     # --------------------------------------------------------------- reclaim
-    # The rules are mqtool/engine/reclaim.py's; the store only wires them in: a Reclaimer over its live
+    # The rules are mqtool/engine/reclaim/'s; the store only wires them in: a Reclaimer over its live
     # files, the disk-full mark checked at open, and a service running them every
     # cleanResourceInterval ms, as a broker's cleanFilesPeriodically does.
     def _attach_reclaim(self) -> None:

@@ -1,6 +1,7 @@
 """`dump` as a table: each kind of file, how it is opened (a store's files of that kind, or one
-file on its own) and the walker that turns it into plain events.  mqtool/commands/dump.py only
-renders the events (a table or JSON lines).
+file on its own) and the walker that turns it into plain events (mqtool/forensics/dumpwalk.py,
+and timerwalk.py for the timer store).  mqtool/commands/dump.py parses the options;
+mqtool/cli/dumpview.py and timershow.py render the events (a table or JSON lines).
 
 A walker yields tuples whose first item names the event; what each kind yields is in its
 walker's docstring.  Every walker ends with the summary its kind shows, if it has one.

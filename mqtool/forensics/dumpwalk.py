@@ -1,7 +1,7 @@
 """dump's walking and counting: what `dump` shows of a commitlog, a consume queue, an index
 file, a batch consume queue or a DLedger store, each entry with the checks it fails, as plain
-events (forensics/dumpkinds.py has which walker serves which kind); mqtool/commands/dump.py only
-renders them (a table or JSON lines).
+events (forensics/dumpkinds.py has which walker serves which kind; the timer store's walkers are
+forensics/timerwalk.py); mqtool/cli/dumpview.py renders them (a table or JSON lines).
 
 One Tally serves a whole dump: it counts what was walked and shown, keeps --limit, and
 remembers the first problem, which the command's error line names.

@@ -382,8 +382,7 @@ def sent_to(hop: Hop) -> str | None:
 
 
 def _at(ms: int | None) -> str:
-    text = iso(ms)
-    return text.replace("+00:00", "Z") if text else "?"
+    return iso(ms) or "?"
 
 
 def duration(ms: int) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from mqtool.errors import MqError
 from mqtool.forensics.dumpwalk import relative_paths
 from mqtool.formats import markers
@@ -15,15 +13,7 @@ from mqtool.storage.commitlog import Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.layout import is_new_store
-
-
-def iso(millis: int | None) -> str | None:
-    if not millis:
-        return None
-    try:
-        return datetime.fromtimestamp(millis / 1000, timezone.utc).isoformat(timespec="milliseconds")
-    except (OverflowError, ValueError, OSError):  # a damaged field: no date to show
-        return None
+from mqtool.storage.settings import iso  # noqa: F401 - the one time format, by its name here too
 
 
 COMPILED_FROM = 32 << 20   # bytes to walk from which loading the compiled walk costs less than the walk
@@ -117,6 +107,8 @@ def timer_summary(layout) -> dict | None:
     (None without one)."""
     if not timerstore.exists(layout):
         return None
+    from mqtool.storage import timerview   # numpy's: only for a store that has a timer store
+
     queue = commitlog.open_queue(layout)
     try:
         counts = timerview.pending_counts(layout, queue)

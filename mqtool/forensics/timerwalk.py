@@ -1,6 +1,6 @@
 """dump's walk of the timer store: timerlog units, BLANKs and damage, the wheel's slots, the timer
 checkpoint and config/timermetrics against the timerlog, as plain events
-(mqtool/cli/timerview.py renders them).
+(mqtool/cli/timershow.py renders them).
 
 Filters that mean something here: --since/--until on a unit's delivery time (a slot's time),
 --offset-from/--offset-to on a unit's offsetPy, --topic on a unit's realTopicHash (the

@@ -11,7 +11,6 @@ Facts: store/.../queue/BatchConsumeQueue.java at rocketmq-all-5.3.3.
 
 from __future__ import annotations
 
-import numpy as np
 from construct import Int16sb, Int32sb, Int64sb, Struct
 
 UNIT_SIZE = 46
@@ -30,8 +29,17 @@ UNIT = Struct(
 )
 assert UNIT.sizeof() == UNIT_SIZE
 
-# the same layout for whole files at once (tested against UNIT)
-UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tagsCode", ">i8"), ("storeTime", ">i8"),
-                       ("msgBaseOffset", ">i8"), ("batchSize", ">i2"), ("compactedOffset", ">i4"),
-                       ("reserved", ">i4")])
-assert UNIT_DTYPE.itemsize == UNIT_SIZE
+# the same layout for whole files at once (tested against UNIT): UNIT_DTYPE, made with numpy when
+# first asked for (module __getattr__), so that reading the schema does not load numpy
+_UNIT_FIELDS = [("offset", ">i8"), ("size", ">i4"), ("tagsCode", ">i8"), ("storeTime", ">i8"),
+                ("msgBaseOffset", ">i8"), ("batchSize", ">i2"), ("compactedOffset", ">i4"), ("reserved", ">i4")]
+
+
+def __getattr__(name):
+    if name == "UNIT_DTYPE":
+        import numpy as np
+
+        dtype = globals()["UNIT_DTYPE"] = np.dtype(_UNIT_FIELDS)
+        assert dtype.itemsize == UNIT_SIZE
+        return dtype
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,18 +7,17 @@ record (MessageDecoder.string2messageProperties' split) and the DELAY level's fa
 The Python forms of the same rules are javastr.py and properties.py; tests/test_fastscan.py,
 test_columnar.py and test_chunkstats.py check the kernels built on these against them.
 
-All are inline="always": numba compiles them into each kernel that calls them, so they cost
-no call.  They are not cached on their own (the kernels that inline them are), so importing
-this module needs no cache directory; it imports numba, so only compiled code imports it.
+They are written here as plain functions and named in INLINE (and the two word-level ones, which
+numba lowers to single machine instructions, in INTRINSICS): importing this module imports
+numpy, not numba.  native/jit.load(), the one place numba is imported, makes them numba
+functions, inline="always" (compiled into each kernel that calls them, so they cost no call;
+not cached on their own: the kernels that inline them are), when something has to be compiled.
+Where the kernels were built ahead of time (native/aot.py) that never happens.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir as _ir
-from numba import njit, types
-from numba.cpython.unsafe.numbers import trailing_zeros
-from numba.extending import intrinsic
 
 from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
@@ -33,26 +32,22 @@ _NAME_END = ord(NAME_VALUE_SEPARATOR)   # 0x01: ends a pair's name
 
 # -- big-endian integers ---------------------------------------------------------------------
 
-@njit(inline="always")
 def u32(buf, p):
     """The big-endian unsigned 32-bit integer at buf[p]."""
     return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
 
 
-@njit(inline="always")
 def i32(buf, p):
     """The big-endian signed 32-bit integer at buf[p] (Java's int)."""
     v = u32(buf, p)
     return v - 0x100000000 if v >= 0x80000000 else v
 
 
-@njit(inline="always")
 def i64(buf, p):
     """The big-endian 64-bit integer at buf[p] (Java's long)."""
     return (u32(buf, p) << 32) | u32(buf, p + 4)
 
 
-@njit(inline="always")
 def put32(out, p, v):
     """v's low 32 bits, big-endian, at out[p]."""
     out[p] = (v >> 24) & 0xFF
@@ -61,14 +56,12 @@ def put32(out, p, v):
     out[p + 3] = v & 0xFF
 
 
-@njit(inline="always")
 def put64(out, p, v):
     """v, big-endian, at out[p]."""
     put32(out, p, (v >> 32) & 0xFFFFFFFF)
     put32(out, p + 4, v & 0xFFFFFFFF)
 
 
-@njit(inline="always")
 def signed32(h):
     """An unsigned 32-bit value as Java's int."""
     return h - 0x100000000 if h >= 0x80000000 else h
@@ -76,21 +69,29 @@ def signed32(h):
 
 # -- words of bytes --------------------------------------------------------------------------
 
-@intrinsic
 def load_u64(typingctx, address):
-    """load_u64(address): the 8 bytes at address (an integer, any alignment) as a uint64 in the
-    machine's order (little-endian on the x86-64, AArch64 and ppc64le machines numba runs on),
-    in one load: lets a kernel look at a word of a buffer at a time."""
-    sig = types.uint64(types.int64)
+    """(an intrinsic) load_u64(address): the 8 bytes at address (an integer, any alignment) as a
+    uint64 in the machine's order (little-endian on the x86-64, AArch64 and ppc64le machines
+    numba runs on), in one load: lets a kernel look at a word of a buffer at a time."""
+    from llvmlite import ir
+    from numba.core import types
 
     def codegen(context, builder, signature, args):
-        i64_type = _ir.IntType(64)
-        pointer = builder.inttoptr(args[0], i64_type.as_pointer())
+        pointer = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
         return builder.load(pointer, align=1)
-    return sig, codegen
+    return types.uint64(types.int64), codegen
 
 
-@njit(inline="always")
+def trailing_zeros(typingctx, word):
+    """(an intrinsic) trailing_zeros(word): how many zero bits an integer has below its lowest
+    set bit, of its own type (LLVM's cttz, one instruction)."""
+    from llvmlite import ir
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+    return word(word), codegen
+
+
 def word_at(data, p, n):
     """The n (1..8) bytes of data at p as a little-endian uint64, zero above them.  Loaded in
     one go when 8 bytes from p lie inside data (the bytes past n are masked off)."""
@@ -105,7 +106,6 @@ def word_at(data, p, n):
     return w
 
 
-@njit(inline="always")
 def find_byte(buf, p, end, byte):
     """The first position of byte in buf[p:end], or end: 8 bytes at a time (a zero byte of
     word ^ byte * ONES found by the borrow trick, exact for the lowest one)."""
@@ -125,7 +125,6 @@ def find_byte(buf, p, end, byte):
     return end
 
 
-@njit(inline="always")
 def is_ascii(buf, lo, hi):
     """Whether buf[lo:hi] is all ASCII (then its UTF-8 text is the bytes as they are)."""
     seen = U(0)
@@ -139,7 +138,6 @@ def is_ascii(buf, lo, hi):
 
 # -- property pairs --------------------------------------------------------------------------
 
-@njit(inline="always")
 def pair_at(buf, p, end):
     """The property pair starting at buf[p] (pairs end at 0x02 or at end): (where its first 0x01
     is, or its end when it has none; its end).  The pair has a name and a value when
@@ -152,7 +150,6 @@ def pair_at(buf, p, end):
     return s, q
 
 
-@njit(inline="always")
 def has_value(p, s, q):
     """Whether the pair buf[p:q] whose first 0x01 is at s has a name and a value (neither
     empty): MessageDecoder.string2messageProperties keeps only those, a later one of the same
@@ -160,7 +157,6 @@ def has_value(p, s, q):
     return p < s < q - 1
 
 
-@njit(inline="always")
 def is_name(buf, p, end, name):
     """Whether buf[p:end] is name (a uint8 array or a tuple of byte codes)."""
     if end - p != len(name):
@@ -171,7 +167,6 @@ def is_name(buf, p, end, name):
     return True
 
 
-@njit(inline="always")
 def delay_level(buf, lo, hi):
     """The DELAY value buf[lo:hi] when it is plain ASCII digits that fit Java's int, else -1:
     the caller then asks javastr.parse_java_integer, Integer.parseInt's rules (a sign, other
@@ -189,13 +184,11 @@ def delay_level(buf, lo, hi):
 
 # -- Java strings ----------------------------------------------------------------------------
 
-@njit(inline="always")
 def utf8_continuation(b):
     """Whether the byte b is a UTF-8 continuation byte (10xxxxxx)."""
     return (np.int64(b) & 0xC0) == 0x80
 
 
-@njit(inline="always")
 def java_hash(buf, p, end, h, state):
     """String.hashCode continued from h (unsigned 32 bits) over the text of the UTF-8 bytes
     buf[p:end], as the UTF-16 code units Java hashes (a character outside the BMP as its two
@@ -229,13 +222,11 @@ def java_hash(buf, p, end, h, state):
     return h
 
 
-@njit(inline="always")
 def key_prefix(topic_hash):
     """The hash of `topic#` from the topic's (unsigned): an index key is topic#key."""
     return (topic_hash * 31 + 35) & 0xFFFFFFFF
 
 
-@njit(inline="always")
 def index_hash(h):
     """IndexFile.indexKeyHashMethod of a key whose String.hashCode is h (unsigned 32 bits):
     abs(hashCode), Integer.MIN_VALUE as 0 (javastr.index_key_hash)."""
@@ -243,3 +234,9 @@ def index_hash(h):
     if h == -0x80000000:
         return 0
     return -h if h < 0 else h
+
+
+# what native/jit.load() makes numba functions of
+INLINE = (u32, i32, i64, put32, put64, signed32, word_at, find_byte, is_ascii, pair_at, has_value, is_name,
+          delay_level, utf8_continuation, java_hash, key_prefix, index_hash)
+INTRINSICS = (load_u64, trailing_zeros)

@@ -22,7 +22,6 @@ TIMER_OUT_MS properties.
 
 from __future__ import annotations
 
-import numpy as np
 from construct import Const, Int32sb, Int64sb, Padding, Struct
 
 from mqtool.formats.topicnames import TIMER_TOPIC  # noqa: F401 - the timer's topic, named here too
@@ -72,13 +71,32 @@ CHECKPOINT_FIELDS = ("lastReadTimeMs", "lastTimerLogFlushPos", "lastTimerQueueOf
                      "stateVersion", "dataVersionTimestamp", "dataVersionCounter")
 CHECKPOINT = Struct(*[name / Int64sb for name in CHECKPOINT_FIELDS], Padding(CHECK_FILE_SIZE - 56))
 
-SLOT_DTYPE = np.dtype([("timeSlot", ">i8"), ("firstPos", ">i8"), ("lastPos", ">i8"), ("num", ">i4"),
-                       ("magic", ">i4")])
-UNIT_DTYPE = np.dtype([("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTime", ">i8"),
-                       ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("realTopicHash", ">i4"),
-                       ("reserved", ">i8")])
-"""Fast decoders for SLOT and UNIT (numpy views of whole files), tested against the schemas."""
-assert SLOT_DTYPE.itemsize == SLOT_SIZE and UNIT_DTYPE.itemsize == UNIT_SIZE
+# Fast decoders for SLOT and UNIT (numpy views of whole files), tested against the schemas:
+# SLOT_DTYPE and UNIT_DTYPE, made with numpy when first asked for (module __getattr__), so that
+# reading the schemas does not load numpy
+_DTYPES = {
+    "SLOT_DTYPE": ([("timeSlot", ">i8"), ("firstPos", ">i8"), ("lastPos", ">i8"), ("num", ">i4"), ("magic", ">i4")],
+                   SLOT_SIZE),
+    "UNIT_DTYPE": ([("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTime", ">i8"),
+                    ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("realTopicHash", ">i4"),
+                    ("reserved", ">i8")], UNIT_SIZE),
+}
+
+
+def __getattr__(name):
+    if name in _DTYPES:
+        return _dtype(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _dtype(name: str):
+    if name not in globals():
+        import numpy as np
+
+        fields, size = _DTYPES[name]
+        globals()[name] = np.dtype(fields)
+        assert globals()[name].itemsize == size
+    return globals()[name]
 
 
 def is_delete(magic: int) -> bool:
@@ -88,6 +106,8 @@ def is_delete(magic: int) -> bool:
 def valid_units(units_array):
     """Which units (a units() array) a broker's timerlog recovery takes: a whole 52-byte unit whose
     magic is a known one ((magic | 0xF) == 0xF)."""
+    import numpy as np
+
     return ((units_array["size"].astype(np.int64) == UNIT_SIZE)
             & ((units_array["magic"].astype(np.int64) | 0xF) == 0xF))
 
@@ -100,11 +120,15 @@ def last_unit_offset(file_size: int) -> int:
 
 def units(buf, count: int | None = None, offset: int = 0):
     """The 52-byte units of buf as a numpy record array (a view, no copy)."""
+    import numpy as np
+
     if count is None:
         count = (len(buf) - offset) // UNIT_SIZE
-    return np.frombuffer(buf, dtype=UNIT_DTYPE, count=count, offset=offset)
+    return np.frombuffer(buf, dtype=_dtype("UNIT_DTYPE"), count=count, offset=offset)
 
 
 def wheel(buf):
     """The wheel's slots as a numpy record array (a view, no copy)."""
-    return np.frombuffer(buf, dtype=SLOT_DTYPE, count=len(buf) // SLOT_SIZE)
+    import numpy as np
+
+    return np.frombuffer(buf, dtype=_dtype("SLOT_DTYPE"), count=len(buf) // SLOT_SIZE)

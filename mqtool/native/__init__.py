@@ -2,6 +2,6 @@
 compiled append kernels (appendkernels).
 
 Kernels work on numpy arrays over mapped bytes; the layers above hand them their buffers.
-numba loads only when a module here is imported, so commands that compile nothing never pay
-for it.
+numba loads only when a kernel must be compiled (jit.load: the JIT fallback where the kernels
+were not built ahead of time), so commands never pay for it where they were.
 """

@@ -8,12 +8,14 @@ helpers they call, inline or not, are compiled into them).  adopt() puts them in
 JIT dispatchers when the module is there and was built from the sources as they are now
 (SOURCES' digest); otherwise, and for a call whose arrays are not of the types built (a
 different dtype, dimension count or a non-contiguous array where a contiguous one was built),
-the JIT dispatcher runs, compiling into numba's cache as before.  So a source checkout that
+the JIT dispatcher runs, compiling into numba's cache as before.  Adopting the built modules
+imports no numba (jit.py's Deferred kernels are made only if one of them is called).  So a source checkout that
 was never built, or whose kernels changed since, still works, only slower to start.
 
 The built kernels keep the JIT ones' options: nogil (the GIL is released while they run) and
 _nrt.  They call ISA-L's CRC by its symbol (jit.crc32), resolved when the module loads:
-jit.py loads the isal extension with RTLD_GLOBAL first.
+jit.py loads the isal extension with RTLD_GLOBAL first.  numba.pycc is deprecated; numba is
+pinned (pyproject.toml) to the releases the build is tested with.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ SOURCES = ("mqtool/formats/primitives.py", "mqtool/formats/commitlog.py", "mqtoo
 
 STAMP = os.path.join(HERE, "_aot.json")    # written by the build: {"digest": ..., "numba": ...}
 
+from mqtool.native import jit  # noqa: E402 - loads the isal extension the built modules call, not numba
 from mqtool.native.aotsigs import SIGNATURES  # noqa: E402
 
 
@@ -83,27 +86,24 @@ def available() -> bool:
 
 
 def _types_namespace() -> dict:
-    """numba's type names, for reading SIGNATURES."""
+    """numba's type names, for reading SIGNATURES to build with (numba is loaded)."""
     from numba.core import types
 
     return {**{name: getattr(types, name) for name in dir(types)}, "bool": types.boolean}
 
 
+# SIGNATURES read without numba: what an argument must be for the built kernel
+_CHECKS = {"Array": lambda dtype, ndim, layout: (np.dtype(dtype), ndim, layout == "C"),
+           "UniTuple": lambda check, count: (check,) * count,
+           **{name: name for name in ("bool", "boolean", "int8", "int32", "int64", "uint8", "uint64")}}
+
+
 def _array_checks(types_text):
     """For each argument: None (a scalar) or what an array must be for the built kernel: (dtype,
-    ndim, contiguous), or a tuple of those for a tuple of arrays."""
-    from numba.core import types
-
-    namespace = _types_namespace()
-
-    def check(t):
-        if isinstance(t, types.Array):
-            return (np.dtype(str(t.dtype)), t.ndim, t.layout == "C")
-        if isinstance(t, types.BaseTuple):
-            return tuple(check(e) for e in t.types)
-        return None
-
-    return [check(eval(text, namespace)) for text in types_text]   # numba's own type reprs
+    ndim, contiguous), or a tuple of those for a tuple of arrays.  numba's own type notation,
+    read without numba."""
+    checks = [eval(text, {"__builtins__": {}}, _CHECKS) for text in types_text]
+    return [None if isinstance(c, str) else c for c in checks]
 
 
 def _fits(value, check) -> bool:
@@ -143,16 +143,19 @@ class Built:
         return self.jit(*args)     # types the build did not cover: the JIT kernel, compiled on first use
 
     def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
         return getattr(self.jit, name)
 
 
-def _register() -> None:
+def _register(numba) -> None:
     """numba types a Built as its JIT dispatcher, so that JIT code calling it still compiles."""
     from numba.extending import typeof_impl
 
     @typeof_impl.register(Built)
     def _typeof_built(value, context):
-        return typeof_impl(value.jit, context)
+        jitted = value.jit
+        return typeof_impl(jitted.real() if isinstance(jitted, jit.Deferred) else jitted, context)
 
 
 def adopt(namespace: dict, family: str) -> None:
@@ -165,7 +168,7 @@ def adopt(namespace: dict, family: str) -> None:
     except ImportError:
         return
     if not _state.get("registered"):
-        _register()
+        jit.when_loaded(_register)       # numba is not loaded for this: only if a JIT kernel compiles
         _state["registered"] = True
     for name in FAMILIES[family][1]:
         namespace[name] = Built(getattr(module, name), namespace[name], _array_checks(SIGNATURES[family][name]))
@@ -183,7 +186,8 @@ def build(family: str, output_dir: str, cpu: str = "") -> str:
     target CPU ("" for the architecture's generic one, "host" for this machine's)."""
     import warnings
 
-    warnings.simplefilter("ignore")                   # pycc's pending deprecation
+    warnings.simplefilter("ignore")                   # pycc's pending deprecation (numba is pinned for it)
+    jit.load()
     from numba.pycc import CC
     import numba.pycc.compiler as pycc_compiler
 

@@ -1,14 +1,22 @@
-"""Compiled kernels' shared ground: numba, and a CRC32 callable from compiled code.
+"""Compiled kernels' shared ground: numba, imported only when something must compile, and a
+CRC32 callable from compiled code.
 
-numba is imported only by the store paths and commands that need speed, so
-`mqtool info` or `dump` never pay for it.  Kernels are built ahead of time with
-the package (aot.py); where they are not, they are compiled once and cached on
-disk (cache=True).
+Kernels are built ahead of time with the package (aot.py): where they are, nothing compiles and
+numba is never imported (it costs ~0.15 s a command).  So the kernels' sources declare their
+numba functions without numba: `njit` here gives a Deferred, which load() makes the real
+dispatcher; formats/primitives.py's byte rules are plain functions it names in INLINE and
+INTRINSICS, which load() makes numba functions too.  load() runs at the first call of a kernel
+that was not built (a source checkout never built, kernels changed since, argument types the
+build did not cover: the JIT fallback), imports numba, makes every declared function and puts
+each in the declared one's place in mqtool's modules, so that numba, compiling a kernel, finds
+numba functions in its globals.  The JIT kernels are compiled once and cached on disk
+(cache=True).
 
-The CRC comes from ISA-L, which the isal package (already a dependency for
-the Python-side CRC) carries in its extension module: its crc32_gzip_refl is
-the same CRC32 as zlib's, several times faster.  It is reached by symbol name,
-so cached kernels stay valid from one run to the next.
+The CRC comes from ISA-L, which the isal package (already a dependency for the Python-side CRC)
+carries in its extension module: its crc32_gzip_refl is the same CRC32 as zlib's, several times
+faster.  It is reached by symbol name, so cached kernels stay valid from one run to the next;
+the isal extension is loaded with RTLD_GLOBAL at import here, so that the built modules, which
+call it by that name, resolve it as they load.
 """
 
 from __future__ import annotations
@@ -16,6 +24,10 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import sys
+import threading
+
+import isal
 
 from mqtool.storage.fsutil import private_cache_dir
 
@@ -36,53 +48,145 @@ def cache_dir_for(package_dir: str, environ, writable=None) -> str | None:
         return None
     return private_cache_dir(f"mqtool-numba-{os.geteuid()}", environ, writable)
 
-_cache_dir = cache_dir_for(os.path.dirname(os.path.abspath(__file__)), os.environ)
-if _cache_dir is not None:
-    os.environ["NUMBA_CACHE_DIR"] = _cache_dir   # read by numba when it is first imported, just below
 
-import isal  # noqa: E402
-import llvmlite.binding as _llvm  # noqa: E402
-import numba  # noqa: E402
-from numba import types  # noqa: E402
-
-# numba reads NUMBA_CACHE_DIR when it is imported; mqtool/formats/primitives.py (whose functions
-# are never cached themselves) may have imported it before the line above set it
-numba.core.config.reload_config()
-
-
-def _load_isal() -> None:
+def _isal_library() -> str:
     for path in glob.glob(os.path.join(os.path.dirname(isal.__file__), "isal_zlib*.so")):
-        _llvm.load_library_permanently(path)
-        ctypes.CDLL(path, mode=os.RTLD_GLOBAL)    # and for the kernels built ahead (aot.py) as they load
-        return
+        return path
     raise ImportError("the isal package has no isal_zlib extension to take crc32_gzip_refl from")
 
 
-_load_isal()
+ctypes.CDLL(_isal_library(), mode=os.RTLD_GLOBAL)     # for the kernels built ahead (aot.py) as they load
 
-crc32 = types.ExternalFunction("crc32_gzip_refl", types.uint32(types.uint32, types.voidptr, types.uint64))
+
+# -- numba, on demand ----------------------------------------------------------------------------
+
+_numba = None              # the numba module, once load() ran
+_declared: list = []       # every Deferred, made real by load()
+_on_load: list = []        # what else must happen once numba is there (aot registers its Built type)
+_lock = threading.RLock()
+
+
+class Deferred:
+    """A numba object declared now (a kernel, an intrinsic, an external function) and made by
+    load() when something needs it: calling it or asking for any other attribute (py_func,
+    signatures...) loads numba first."""
+
+    def __init__(self, make, like=None, name: str = ""):
+        self._make = make          # numba -> the real object
+        self._real = None
+        self.__name__ = self.__qualname__ = getattr(like, "__name__", name)
+        self.__doc__ = getattr(like, "__doc__", None)
+        self.__module__ = getattr(like, "__module__", __name__)
+        _declared.append(self)
+
+    def real(self):
+        if self._real is None:
+            load()
+        return self._real
+
+    def __call__(self, *args, **kwargs):
+        return self.real()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_make", "_real"):
+            raise AttributeError(name)
+        return getattr(self.real(), name)
+
+    def __repr__(self) -> str:
+        return f"<{'deferred' if self._real is None else 'made'} numba function {self.__name__}>"
+
+
+def njit(func=None, **options):
+    """numba.njit, deferred until numba is loaded (directly numba's once it is)."""
+    if func is None:
+        return lambda f: njit(f, **options)
+    if _numba is not None:
+        return _numba.njit(**options)(func)
+    return Deferred(lambda numba: numba.njit(**options)(func), like=func)
+
+
+def loaded() -> bool:
+    """Whether numba has been imported for compiling (load() ran)."""
+    return _numba is not None
+
+
+def when_loaded(hook) -> None:
+    """Call hook(numba) once numba is loaded (now, if it is)."""
+    with _lock:
+        if _numba is None:
+            _on_load.append(hook)
+            return
+    hook(_numba)
+
+
+def load():
+    """Import numba (once a process) and make every declared numba function; returns numba."""
+    global _numba
+    with _lock:
+        if _numba is not None:
+            return _numba
+        cache_dir = cache_dir_for(os.path.dirname(os.path.abspath(__file__)), os.environ)
+        if cache_dir is not None:
+            os.environ["NUMBA_CACHE_DIR"] = cache_dir    # numba reads it when it is imported, just below
+        import llvmlite.binding as llvm
+        import numba
+        from numba.extending import intrinsic, typeof_impl
+
+        from mqtool.formats import primitives
+
+        llvm.load_library_permanently(_isal_library())   # crc32_gzip_refl for the JIT's linker
+        made = {}
+        for func in primitives.INLINE:
+            made[id(func)] = (func, numba.njit(inline="always")(func))
+        for func in (*primitives.INTRINSICS, _prefetch):
+            made[id(func)] = (func, intrinsic(func))
+        for deferred in _declared:
+            deferred._real = deferred._make(numba)
+            made[id(deferred)] = (deferred, deferred._real)
+
+        @typeof_impl.register(Deferred)
+        def _typeof_deferred(value, context):
+            return typeof_impl(value.real(), context)
+
+        # each declared function's name, in every mqtool module that holds it, now names the made one
+        for name, module in list(sys.modules.items()):
+            if module is None or not (name == "mqtool" or name.startswith("mqtool.")):
+                continue
+            namespace = vars(module)
+            for key, value in list(namespace.items()):
+                hit = made.get(id(value))
+                if hit is not None and hit[0] is value:
+                    namespace[key] = hit[1]
+        _numba = numba
+        hooks, _on_load[:] = list(_on_load), []
+    for hook in hooks:
+        hook(numba)
+    return numba
+
+
+# -- what kernels call besides formats/primitives.py ---------------------------------------------
+
+crc32 = Deferred(lambda numba: numba.types.ExternalFunction(
+    "crc32_gzip_refl", numba.types.uint32(numba.types.uint32, numba.types.voidptr, numba.types.uint64)),
+    name="crc32")
 """crc32(initial, address, length) -> the zlib-compatible CRC32, inside njit code."""
 
-njit = numba.njit
 
-
-from llvmlite import ir as _ir
-from numba.core import cgutils as _cgutils
-from numba.extending import intrinsic as _intrinsic
-
-
-@_intrinsic
-def prefetch(typingctx, address):
-    """prefetch(address): ask the CPU to bring the cache line at address (an integer) in ahead
-    of its use.  A walk that hops from record to record waits on memory at every hop; this
-    lets the next record's lines arrive while the current one is checked."""
-    sig = types.void(types.int64)
+def _prefetch(typingctx, address):
+    """(an intrinsic) prefetch(address): ask the CPU to bring the cache line at address (an
+    integer) in ahead of its use.  A walk that hops from record to record waits on memory at
+    every hop; this lets the next record's lines arrive while the current one is checked."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
 
     def codegen(context, builder, signature, args):
-        pointer = builder.inttoptr(args[0], _ir.IntType(8).as_pointer())
-        i32 = _ir.IntType(32)
-        fnty = _ir.FunctionType(_ir.VoidType(), [pointer.type, i32, i32, i32])
-        fn = _cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [pointer, _ir.Constant(i32, 0), _ir.Constant(i32, 3), _ir.Constant(i32, 1)])
+        pointer = builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
-    return sig, codegen
+    return types.void(types.int64), codegen
+
+
+prefetch = _prefetch     # load() makes it a numba intrinsic, here and where kernels imported it

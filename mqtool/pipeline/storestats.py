@@ -241,7 +241,7 @@ def merge(partials) -> Partial:
 
 
 def _hour_iso(hour: int) -> str:
-    return (storeinfo.iso(hour * HOUR_MS) or str(hour * HOUR_MS)).replace(".000+00:00", "Z")
+    return (storeinfo.iso(hour * HOUR_MS) or str(hour * HOUR_MS)).replace(".000Z", "Z")
 
 
 def _line(kind: str, agg: QueueAgg, total_messages: int, total_bytes: int, **ident) -> dict:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mqtool.formats import batchconsumequeue as fmt
 from mqtool.formats.filenames import is_offset_name
@@ -20,6 +19,9 @@ from mqtool.formats.written import written_end
 from mqtool.storage import fsutil
 from mqtool.storage.layout import list_store_files, queue_dirs, queue_file_size
 from mqtool.storage.mappedfilequeue import MappedFileQueue
+
+if TYPE_CHECKING:
+    import numpy as np   # imported where used: reading a store's listing needs no numpy (mqtool info)
 
 
 def directory(layout) -> Path:
@@ -38,6 +40,8 @@ def files(queue_dir: Path) -> list:
 
 def read_units(path: Path) -> np.ndarray:
     """The written units of one file (up to the last one not all zeros), without touching atime."""
+    import numpy as np
+
     fd = fsutil.open_read(path)
     try:
         size = os.fstat(fd).st_size
@@ -95,12 +99,16 @@ class BatchQueue:
 
     def units(self, mf, end: int | None = None) -> np.ndarray:
         """The units of one loaded file up to byte `end` of it (all of it by default)."""
+        import numpy as np
+
         end = mf.file_size if end is None else min(end, mf.file_size)
         return np.frombuffer(mf.buf[:end - end % fmt.UNIT_SIZE], dtype=fmt.UNIT_DTYPE)
 
     def scan(self) -> tuple[int, int, int]:
         """BatchConsumeQueue.recover: (end in logical bytes, the end of the last unit's record or -1,
         how far non-zero units reach), scanning from the third-last file to the first invalid unit."""
+        import numpy as np
+
         loaded = self.files.files
         if not loaded:
             return 0, -1, 0
@@ -122,6 +130,8 @@ class BatchQueue:
     def cut_for(self, phy_offset: int, end: int) -> tuple[int, int]:
         """truncateDirtyLogicFiles: where the queue ends keeping only units below phy_offset (at most
         `end`), and the end of the last kept unit's record (-1: none kept)."""
+        import numpy as np
+
         for mf in reversed([mf for mf in self.files.files if mf.file_from_offset < end] or self.files.files[:1]):
             units = self.units(mf, end - mf.file_from_offset)
             keep = np.flatnonzero(valid_units(units) & (units["offset"] < phy_offset))
@@ -151,6 +161,8 @@ class BatchQueue:
 def min_offset(queue: BatchQueue, phy_min_offset: int) -> int:
     """correctMinOffset: the msgBaseOffset of the queue's first unit pointing at or above
     phy_min_offset (the end, msgBaseOffset + batchSize of the last unit, when none does)."""
+    import numpy as np
+
     last = 0
     for mf in queue.files.files:
         units = queue.units(mf)
@@ -181,6 +193,8 @@ def unit_holding(queue: BatchQueue, queue_offset: int, end: int | None = None):
     batchSize), found by bisection on msgBaseOffset as BatchConsumeQueue.iterateFrom finds it, as
     (mapped file, byte in it, the unit); None when no valid unit below `end` (logical bytes, the
     recovered end by default) holds it."""
+    import numpy as np
+
     end = queue.scan()[0] if end is None else end
     for mf in reversed(queue.files.files):
         if mf.file_from_offset >= end:

@@ -79,6 +79,18 @@ def store_config_for_write(store: str, config_path: str | None, settings):
     return config.replace(origins=origins, **changes)
 
 
+def iso(millis: int | None) -> str | None:
+    """A time (epoch ms) in the one form mqtool writes times, in JSON, tables and messages alike:
+    ISO 8601 in UTC with milliseconds and a Z (2026-11-22T00:38:25.524Z), what parse_time reads
+    back; None for 0, None or a value that is no time (a damaged field)."""
+    if not millis:
+        return None
+    try:
+        return datetime.fromtimestamp(millis / 1000, timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
 def parse_time(text: str | None, what: str) -> int | None:
     """Epoch milliseconds from epoch ms, epoch seconds with a decimal point, or ISO 8601 (UTC unless
     the text says otherwise)."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record
@@ -74,6 +72,8 @@ def exists(layout) -> bool:
 
 def scan_file(mf: MappedFile) -> FileScan:
     """The units of one file, counted as the broker's recovery counts them."""
+    import numpy as np
+
     arr = fmt.units(mf.buf, mf.file_size // fmt.UNIT_SIZE)
     good = fmt.valid_units(arr)
     bad = np.flatnonzero(~good)
@@ -94,6 +94,8 @@ def scan_file(mf: MappedFile) -> FileScan:
 
 def unit_rows(mf: MappedFile, start: int, stop: int) -> list[Unit]:
     """Units start..stop-1 of a file as Unit objects."""
+    import numpy as np
+
     arr = fmt.units(mf.buf, stop - start, start * fmt.UNIT_SIZE)
     cols = [arr[name].astype(np.int64).tolist() for name in
             ("size", "prevPos", "magic", "currWriteTime", "delayedTime", "offsetPy", "sizePy", "realTopicHash")]

@@ -125,7 +125,9 @@ def size_text(n: int) -> str:
 
 
 def clock_text(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    from mqtool.storage.settings import iso
+
+    return iso(ms) or str(ms)
 
 
 # ---------------------------------------------------------------------- clean's options

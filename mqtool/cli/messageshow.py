@@ -1,4 +1,5 @@
-"""How the lookup commands (get, lookup-by-key, lookup-by-id) print what they found.
+"""How the lookup commands (get, lookup-by-key, lookup-by-id) print what they found (and the exit
+status their problems give).
 
 JSON: one `{"type":"message",...}` line per message (messageview.message_fields plus the
 lookup's stable extra fields, `file`, `fileOffset`, `ok` and `problems`), a
@@ -9,25 +10,16 @@ one field/value table per message with `detail`; problems as marked lines; notes
 
 from __future__ import annotations
 
-import click
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from mqtool.cli import output
 from mqtool.errors import ProblemsFound
-from mqtool.forensics import storeinfo
 from mqtool.forensics.lookup import Found
-from mqtool.forensics.messageview import BODY_FORMATS, message_fields
+from mqtool.forensics.messageview import message_fields
 
 BODY_CUT = 32
-
-
-def body_options(func):
-    func = click.option("--body", "body_format", type=click.Choice(BODY_FORMATS),
-                        help="How to show bodies: text, hex or base64 (default: text in tables, "
-                             "base64 in JSON).")(func)
-    return click.option("--no-body", is_flag=True, help="Leave bodies out.")(func)
 
 
 class MessageOutput:
@@ -60,7 +52,7 @@ class MessageOutput:
                 body = body[:BODY_CUT - 1] + "…"
             check = "ok" if found.ok else ", ".join(k for k, _ in found.problems)
             self.table.add(fields["commitLogOffset"], fields["queueId"], fields["queueOffset"],
-                           _short_time(fields["storeTimestamp"]), fields["tags"] or "", fields["keys"] or "",
+                           output.utc_time(fields["storeTimestamp"]), fields["tags"] or "", fields["keys"] or "",
                            fields["msgId"], fields["uniqKey"] or "", body.replace("\n", "⏎"), check)
 
     def _detail(self, fields: dict, found: Found) -> None:
@@ -71,7 +63,7 @@ class MessageOutput:
             if name in ("properties", "propertiesString"):
                 continue
             if name.endswith("Timestamp") and value:
-                value = f"{value} ({storeinfo.iso(value)})"
+                value = f"{value} ({output.utc_time(value)})"
             table.add_row(name, Text("" if value is None else output.printable(str(value))))
         for name, value in found.extra.items():
             table.add_row(name, Text(output.printable(str(value))))
@@ -115,12 +107,6 @@ def fail_on_problems(problems: list, bad_messages: list) -> None:
     kind, message = bad_messages[0].problems[0]
     raise ProblemsFound(f"message at offset {bad_messages[0].record.offset}: {kind}: {message} "
                         f"({plural(count, 'problem')} found)")
-
-
-def _short_time(millis: int) -> str:
-    """2026-11-22 00:38:25.524: the table's store time, UTC, without the zone suffix."""
-    text = storeinfo.iso(millis)
-    return text[:23].replace("T", " ") if text else str(millis)
 
 
 def plural(n: int, word: str) -> str:

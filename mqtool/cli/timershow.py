@@ -23,7 +23,7 @@ def timerlog(events, dump) -> None:
                                   **unit.to_json(), "deliveryIso": storeinfo.iso(unit.delivery_ms),
                                   "pending": is_pending, "state": state})
             else:
-                table.add(unit.pos, unit.prev_pos, unit.magic, storeinfo.iso(unit.delivery_ms), unit.offset_py,
+                table.add(unit.pos, unit.prev_pos, unit.magic, output.utc_time(unit.delivery_ms), unit.offset_py,
                           unit.size_py, unit.topic_hash, state)
         elif what == "blank":
             if as_json:
@@ -45,7 +45,7 @@ def timerlog(events, dump) -> None:
             where = (f"stopped at timerlog offset {tally.stopped_at} (--limit)" if tally.stopped_at is not None
                      else f"units end at {tally.end_offset}")
             output.note(f"{tally.records} units, {tally.blanks} blanks, {tally.problems} problems; {where}; pending "
-                        f"from {storeinfo.iso(summary['lastReadTimeMs']) or 0} (config/timercheck's lastReadTimeMs)")
+                        f"from {output.utc_time(summary['lastReadTimeMs'])} (config/timercheck's lastReadTimeMs)")
             if "deliverable" in summary:     # the store's timer view, not one file on its own
                 output.note(pending_text(summary))
 
@@ -92,7 +92,7 @@ def timerwheel(events, dump) -> None:
             else:
                 state = ("pending" if pending else "read") + (" (revised by the timer recovery)" if slot["revised"]
                                                               else "")
-                table.add(number, storeinfo.iso(slot["timeMs"]), slot["firstPos"], slot["lastPos"], slot["num"],
+                table.add(number, output.utc_time(slot["timeMs"]), slot["firstPos"], slot["lastPos"], slot["num"],
                           len(slot["chain"]), state)
         elif as_json:
             output.emit_json(event[1])
