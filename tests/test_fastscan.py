@@ -353,14 +353,15 @@ def test_kernel_cache_goes_where_this_user_can_write(tmp_path):
 
 def _compiled_java_hash():
     """primitives.java_hash in a kernel of its own (compiled once, at first use)."""
-    import numba
+    from mqtool.native import jit
 
-    from mqtool.formats import primitives
+    numba = jit.load()                  # primitives' rules become numba's
+    from mqtool.formats.primitives import java_hash as compiled_hash, signed32
 
     @numba.njit
     def hash_of(buf, lo, hi):
         state = np.zeros(1, dtype=np.int64)
-        return primitives.signed32(primitives.java_hash(buf, lo, hi, 0, state)), state[0]
+        return signed32(compiled_hash(buf, lo, hi, 0, state)), state[0]
 
     return hash_of
 

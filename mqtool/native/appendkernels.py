@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats import commitlog
-from mqtool.formats import index
+from mqtool.formats import commitlog, index
+# an index file's layout, derived from its schema (numba's constants)
+from mqtool.formats.index import ENTRY_SIZE, KEY_HASH_AT, PHY_OFFSET_AT, PREV_INDEX_AT, SLOT_SIZE, TIME_DIFF_AT
+from mqtool.formats.index import HEADER_SIZE as INDEX_HEADER
 from mqtool.formats.commitlog import MAGIC_V2
 from mqtool.formats.primitives import i32, put32, put64
 from mqtool.native import aot
@@ -39,13 +41,6 @@ TOPIC_LENGTH_V1 = commitlog.TOPIC_LENGTH_SIZE_V1
 TOPIC_LENGTH_V2 = commitlog.TOPIC_LENGTH_SIZE_V2
 PROPERTIES_LENGTH = commitlog.PROPERTIES_LENGTH_SIZE
 END_FILE_MIN_BLANK = commitlog.END_FILE_MIN_BLANK_LENGTH   # a record needs this much room after it
-INDEX_HEADER = index.HEADER_SIZE
-SLOT_SIZE = index.SLOT_SIZE
-ENTRY_SIZE = index.ENTRY_SIZE
-KEY_HASH_AT = index.KEY_HASH_AT
-PHY_OFFSET_AT = index.PHY_OFFSET_AT
-TIME_DIFF_AT = index.TIME_DIFF_AT
-PREV_INDEX_AT = index.PREV_INDEX_AT
 # insert_keys' header array holds the index header's fields in their order
 BEGIN_TIMESTAMP, END_TIMESTAMP, BEGIN_PHY_OFFSET, END_PHY_OFFSET, HASH_SLOT_COUNT, INDEX_COUNT = (
     index.HEADER_NAMES.index(name) for name in ("beginTimestamp", "endTimestamp", "beginPhyOffset",

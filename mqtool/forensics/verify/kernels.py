@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats import index
+# an index file's layout, derived from its schema (numba's constants)
+from mqtool.formats.index import ENTRY_SIZE, KEY_HASH_AT, PHY_OFFSET_AT, PREV_INDEX_AT, SLOT_SIZE, TIME_DIFF_AT
+from mqtool.formats.index import HEADER_SIZE as INDEX_HEADER
 from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_prefix
 from mqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.native.fastscan import (
@@ -25,15 +27,6 @@ from mqtool.native.fastscan import (
 )
 from mqtool.native import aot
 from mqtool.native.jit import njit
-
-# an index file's layout (formats/index.py derives it from the schema), as numba's constants
-INDEX_HEADER = index.HEADER_SIZE
-SLOT_SIZE = index.SLOT_SIZE
-ENTRY_SIZE = index.ENTRY_SIZE
-KEY_HASH_AT = index.KEY_HASH_AT
-PHY_OFFSET_AT = index.PHY_OFFSET_AT
-TIME_DIFF_AT = index.TIME_DIFF_AT
-PREV_INDEX_AT = index.PREV_INDEX_AT
 
 UNIT_OK = 0
 UNIT_NOT_A_RECORD = 1      # no valid record starts at the unit's offset
