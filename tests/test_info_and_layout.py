@@ -13,7 +13,7 @@ import textwrap
 import pytest
 from helpers.sigint import default_sigint
 
-from conftest import DAMAGED, UNDAMAGED, expected_read
+from conftest import DAMAGED, DLEDGER, UNDAMAGED, expected_read
 from helpers.lockholder import holding_lock
 
 
@@ -68,7 +68,7 @@ def test_info_matches_broker_queues_and_offsets(name, extracted, run_cli):
 
 
 @pytest.mark.parametrize("compiled", [False, True])
-@pytest.mark.parametrize("name", UNDAMAGED + DAMAGED)
+@pytest.mark.parametrize("name", UNDAMAGED + DAMAGED + DLEDGER)
 def test_info_commitlog_extent_is_where_the_brokers_recovery_ends_it(name, compiled, extracted, run_cli,
                                                                       monkeypatch):
     """maxOffset is the broker's maxPhyOffset after its recovery (a body whose CRC fails ends the
