@@ -13,7 +13,7 @@ import textwrap
 import pytest
 from helpers.sigint import default_sigint
 
-from conftest import DAMAGED, DLEDGER, UNDAMAGED, expected_read
+from conftest import DAMAGED, DLEDGER, MIXED, UNDAMAGED, expected_read
 from helpers.lockholder import holding_lock
 
 
@@ -87,6 +87,28 @@ def test_info_commitlog_extent_is_where_the_brokers_recovery_ends_it(name, compi
     assert (cl["minOffset"], cl["maxOffset"]) == (store["minPhyOffset"], store["maxPhyOffset"])
     assert cl["lastStoreTimestamp"] == last["dispatch"]["storeTimestamp"]
     assert cl["problemsInLastFile"] == (name in DAMAGED)
+
+
+@pytest.mark.parametrize("name", [n for n in DLEDGER if n not in MIXED])
+def test_info_walks_a_dledger_stores_entries_once(name, extracted, run_cli, monkeypatch):
+    """The extent's walk (recovery.ledger_cut, compiled for a big store) gives the ledger its end:
+    read_ledger is handed it instead of walking the entries again one at a time, and the ledger
+    info shows is the one that walk finds."""
+    from mqtool.storage import commitlog, dledger
+    from mqtool.storage.settings import open_layout
+
+    real, handed = dledger.read_ledger, []
+
+    def spy(layout, queue, end=None):
+        handed.append(end)
+        return real(layout, queue, end)
+
+    monkeypatch.setattr(dledger, "read_ledger", spy)
+    (info,) = run_cli("info", extracted(name), "--json").json_lines()
+    assert handed and handed[0] is not None
+    layout = open_layout(str(extracted(name)), None, None)
+    with commitlog.open_queue(layout) as queue:
+        assert info["dledger"] == real(layout, queue).to_json()
 
 
 def test_info_a_last_file_ending_in_its_blank_is_no_problem(store_copy, run_cli):

@@ -396,6 +396,8 @@ class LedgerCut:
     records: int = 0                  # entries walked
     bad_record: int | None = None     # the first kept entry whose record is not valid
     last_index: int = -1              # the last kept entry's index
+    last_term: int = -1               # and its term
+    last_end: int = -1                # and where it ends (pos + size)
     last_stored: int | None = None    # the store time of the last kept entry's record
     unit_mismatch: tuple | None = None   # (index, pos) of the first kept entry its index unit disagrees with
 
@@ -440,7 +442,7 @@ def ledger_cut(queue, start_index: int, check_crc: bool, units=None, compiled: b
                 rows = min(broken)[0] if broken else len(index)    # the entries DLedger keeps
                 if rows:
                     prev = (int(index[rows - 1]), int(term[rows - 1]))
-                    cut = int(ends[rows - 1])
+                    cut = found.last_end = int(ends[rows - 1])
                     if isinstance(item, chunk):
                         found.last_stored = int(c["store_ts"][rows - 1])
                     elif isinstance(item, Record):
@@ -471,7 +473,7 @@ def ledger_cut(queue, start_index: int, check_crc: bool, units=None, compiled: b
             break
         cut = files[i + 1].file_from_offset
     found.cut, found.stop, found.records, found.bad_record = cut, stop, records, bad_record
-    found.last_index = prev[0] if prev else -1
+    found.last_index, found.last_term = prev if prev else (-1, -1)
     return found
 
 

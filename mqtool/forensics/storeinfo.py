@@ -19,11 +19,12 @@ from mqtool.storage.settings import iso  # noqa: F401 - the one time format, by 
 COMPILED_FROM = 32 << 20   # bytes to walk from which loading the compiled walk costs less than the walk
 
 
-def commitlog_extent(layout, queue=None) -> dict:
+def commitlog_extent(layout, queue=None, ledger: list | None = None) -> dict:
     """Min and max commitlog offsets: the first file's start, and where the broker's recovery ends
     the data (engine.recovery.walk_for_recovery from the third-last file, checkCRCOnRecover as
     configured: never more than three files, by the compiled walk from COMPILED_FROM bytes on);
-    what lies past that end (_past_the_end)."""
+    what lies past that end (_past_the_end).  ledger: a DLedger store's LedgerCut (the walk's) is
+    appended to it."""
     from mqtool.engine import recovery   # at use: the compiled walk and its kernels
 
     own = queue is None
@@ -36,7 +37,8 @@ def commitlog_extent(layout, queue=None) -> dict:
         walked = sum(min(mf.file_size, mf.data_end) for mf in files[start:])
         last_stored: list = []
         cut, data_end, stop, _ = recovery.walk_for_recovery(queue, start, layout.config.checkCRCOnRecover,
-                                                            last_stored=last_stored, compiled=walked >= COMPILED_FROM)
+                                                            last_stored=last_stored, compiled=walked >= COMPILED_FROM,
+                                                            ledger=ledger)
         return {"minOffset": files[0].file_from_offset, "maxOffset": cut, "files": len(files),
                 "firstStoreTimestamp": _first_store_time(files[0], len(files) == 1),
                 "lastStoreTimestamp": last_stored[-1] if last_stored else None,
@@ -144,10 +146,13 @@ def gather(layout) -> dict:
     cl_files = layout.commitlog_files()
     info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size(), relative_paths(layout.root))
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
-    info["commitlog"].update(commitlog_extent(layout))
+    walked: list = []    # a DLedger store's entries as the extent's walk found them (recovery.LedgerCut)
+    info["commitlog"].update(commitlog_extent(layout, ledger=walked))
     if layout.is_dledger():
+        end = ((walked[0].last_index, walked[0].last_term, walked[0].last_end)
+               if walked and walked[0].last_index >= 0 else None)
         with commitlog.open_queue(layout) as queue:
-            info["dledger"] = dledger.read_ledger(layout, queue).to_json()
+            info["dledger"] = dledger.read_ledger(layout, queue, end=end).to_json()
             info["division"] = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
             info["movedByHand"] = [str(p) for p in dledger.moved_files(queue)]
 

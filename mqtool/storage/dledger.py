@@ -541,10 +541,12 @@ class Ledger:
         return out
 
 
-def read_ledger(layout, queue) -> Ledger:
+def read_ledger(layout, queue, end: tuple | None = None) -> Ledger:
     """The ledger of layout (a DLedger store) whose data files queue holds: the first file's first
     entry, the last file with entries walked, and the committed entry's index unit (a glance,
-    not a verify: `verify-crc` checks every entry)."""
+    not a verify: `verify-crc` checks every entry).  end: (the last entry's index, its term, where
+    it ends) when the caller has walked the entries already (engine/recovery.ledger_cut, compiled):
+    then they are not walked again here, an entry at a time."""
     ledger = Ledger(read_state(layout.dledger_dir))
     queue = data_part(queue)
     files = queue.files
@@ -554,7 +556,9 @@ def read_ledger(layout, queue) -> Ledger:
         if isinstance(item, Entry):
             ledger.begin_index = item.header.index
         break
-    for mf in reversed(files):
+    if end is not None:
+        ledger.end_index, ledger.end_term, ledger.data_end = end
+    for mf in reversed(files if end is None else []):
         last = None
         for item in walk_entries(mf, is_last=mf is files[-1], resync_after_damage=False):
             if not isinstance(item, Entry):
