@@ -715,3 +715,22 @@ def test_verify_says_once_that_an_entry_has_no_index_unit_yet(store_copy, run_cl
     problems = [(l["kind"], l["offset"], l["message"]) for l in verify.json_lines() if l["type"] == "problem"]
     assert problems == [("index-unit-mismatch", _entry("dledger1", i)["pos"], f"entry {i}: no index unit")
                         for i in range(190, 200)]
+
+
+@pytest.mark.parametrize("name", ["dledger1", "dledger3-n2"])
+def test_recover_plan_walks_the_entries_once(name, extracted, run_cli, monkeypatch):
+    """recover's plan hands the ledger's end its own walk found (recovery.ledger_cut) to
+    dispatch_end, which then does not walk the entries again; the plan is the one the entry
+    walk gives."""
+    real, handed = dledger.read_ledger, []
+
+    def spy(layout, queue, end=None):
+        handed.append(end)
+        return real(layout, queue, end)
+
+    monkeypatch.setattr(dledger, "read_ledger", spy)
+    given = run_cli("recover", "--dry-run", "--json", extracted(name))
+    assert handed and handed[0] is not None
+    monkeypatch.setattr(dledger, "read_ledger", lambda layout, queue, end=None: real(layout, queue))
+    walked = run_cli("recover", "--dry-run", "--json", extracted(name))
+    assert (given.code, given.out) == (walked.code, walked.out) and "dispatchEnd" in given.out

@@ -582,7 +582,9 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
                            "`mqtool salvage` copies every intact message into a new store", path=lost)
     min_offset = queue.files[0].file_from_offset if queue.files else 0
     if not abnormal:     # a DLedger store: a broker's reput dispatches the committed entries only
-        end = dledger.dispatch_end(store.layout, queue)
+        walked = ledger[0] if ledger and ledger[0].last_index >= 0 else None   # the entries, as walked above
+        end = dledger.dispatch_end(store.layout, queue, None if walked is None else
+                                   (walked.last_index, walked.last_term, walked.last_end))
         if end is not None and end < cut:
             result.dispatch_end = end
             result.dispatch_end_why = f"the committed DLedger entries; {cut - end:,} bytes of uncommitted ones follow"

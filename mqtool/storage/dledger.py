@@ -620,13 +620,14 @@ def entry_end(layout, queue, index: int) -> int:
     return -1
 
 
-def dispatch_end(layout, queue) -> int | None:
+def dispatch_end(layout, queue, end: tuple | None = None) -> int | None:
     """Where a broker's dispatch of the DLedger store `layout` ends: after a clean shutdown, the
     end of the committed entries (committedPos: ReputMessageService reads no further, as
     DLedgerCommitLog.getData stops there); None (every entry the walk accepts) after a crash
     (abort file: dledgerRecoverAbnormally dispatches them all), without a committed index in the
-    checkpoint (the node commits its entries once it leads), or for a plain store."""
+    checkpoint (the node commits its entries once it leads), or for a plain store.  end: the
+    ledger's end when the caller has walked the entries (read_ledger's)."""
     if not layout.is_dledger() or layout.abort_path.exists():
         return None
-    ledger = read_ledger(layout, queue)
+    ledger = read_ledger(layout, queue, end)
     return ledger.committed_pos if ledger.committed_index >= 0 else None
