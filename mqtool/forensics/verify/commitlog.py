@@ -153,7 +153,7 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult, batch_topics=frozense
     if not len(rows):
         return
     # queue offsets per queue, in commitlog order: each one the one before plus its message count
-    order = rows[np.lexsort((rows, c["queue_id"][rows], c["topic_hash"][rows]))]
+    order = _by_queue(rows, c["topic_hash"][rows], c["queue_id"][rows])
     topics, queues, qoffs = c["topic_hash"][order], c["queue_id"][order], c["queue_offset"][order]
     nexts = qoffs + _message_nums(chunk, mf, batch_topics)[order]
     starts = np.flatnonzero(np.r_[True, (topics[1:] != topics[:-1]) | (queues[1:] != queues[:-1])])
@@ -175,6 +175,15 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult, batch_topics=frozense
         if int(qoffs[s]) != run.next:
             result.findings.append(_order_finding(path, base, c, first, run.next, chunk))
         run.last, run.last_offset, run.next = int(qoffs[e]), int(c["offset"][last]), int(nexts[e])
+
+
+def _by_queue(rows, topics, queues):
+    """rows ordered by topic, then queue, then themselves.  One topic whose queue ids fit 16 bits,
+    the usual chunk, is a stable sort of 16-bit keys (numpy's radix sort, three times as quick
+    as the lexsort of the general case)."""
+    if len(rows) and topics.min() == topics.max() and 0 <= queues.min() and queues.max() < (1 << 15):
+        return rows[np.argsort(queues.astype(np.int16), kind="stable")]
+    return rows[np.lexsort((rows, queues, topics))]
 
 
 def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:
