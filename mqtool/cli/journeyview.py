@@ -71,8 +71,7 @@ def show_transactions(report, as_json: bool) -> None:
             output.emit_json(row)
         for check in report.checks:
             output.emit_json(check.to_json())
-        for problem in report.problems:
-            output.emit_json(problem.to_json())
+        show_problems(report.problems, as_json)
         output.emit_json(report.summary())
         return
     table = output.TableStream("transactions (RMQ_SYS_TRANS_HALF_TOPIC)", [
@@ -99,9 +98,17 @@ def show_transactions(report, as_json: bool) -> None:
         output.stdout().print(
             f"check (CID_RMQ_SYS_TRANS) in queue {check.queue_id}: half offset {_offset(check.half_offset)} of "
             f"{check.half_max}, op offset {_offset(check.op_offset)} of {check.op_max}", highlight=False, markup=False)
-    for problem in report.problems:
-        output.stdout().print(f"problem {problem.kind}: {problem.path}: {output.printable(problem.message)}",
-                              highlight=False, markup=False)
+    show_problems(report.problems, as_json)
+
+
+def show_problems(problems, as_json: bool) -> None:
+    """What could not be read on the way: `{"type":"problem"}` lines, or a line each."""
+    for problem in problems:
+        if as_json:
+            output.emit_json(problem.to_json())
+        else:
+            output.stdout().print(f"problem {problem.kind}: {problem.path}: {output.printable(problem.message)}",
+                                  highlight=False, markup=False)
 
 
 def _offset(value) -> str:

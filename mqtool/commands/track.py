@@ -58,12 +58,7 @@ def cli(run, store, msgid, topic, key, scan, now_ms, config_path, settings, as_j
             result = track(reader, layout, now_ms, msgid=msgid, topic=topic, key=key, scan=scan,
                            progress=lambda offset: bar.update(offset - start))
         journeyview.show_track(result, as_json)
-        for problem in result.problems:
-            if as_json:
-                output.emit_json(problem.to_json())
-            else:
-                output.stdout().print(f"problem {problem.kind}: {problem.path}: {output.printable(problem.message)}",
-                                      highlight=False, markup=False)
+        journeyview.show_problems(result.problems, as_json)
         for note in journeyview.track_notes(result):
             output.note(note)
     bad = [hop for j in result.journeys for hop in j.hops if not hop.ok]
