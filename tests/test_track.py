@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from mqtool.forensics.journey import role_of
+from mqtool.forensics.journey import ROLES, role_of
 from mqtool.forensics.lookup import StoreReader
 from mqtool.formats.crc import body_crc
 from mqtool.formats.transactionop import half_offsets
@@ -332,3 +332,10 @@ def test_a_damaged_index_is_said_and_the_commitlog_scanned(journey, store_copy, 
     assert result.code == 1 and "index" in result.err and "scanned" in result.err
     hops = [(h["commitLogOffset"], h["role"]) for h in result.json_lines() if h["type"] == "hop"]
     assert hops == [(h[0], h[1]) for h in expected_hops(lines, puts, uniq)]
+
+
+def test_every_role_is_documented():
+    from conftest import REPO
+
+    page = (REPO / "docs" / "commands" / "track.md").read_text(encoding="utf-8")
+    assert all(f"| `{role}` |" in page for role in ROLES)

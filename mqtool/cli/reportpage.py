@@ -372,7 +372,7 @@ def _flows(plt, data) -> tuple[str, str]:
     for i, g in enumerate(ranked):
         for field, label, color in (("retriesPerHour", "retries", PALETTE[i % len(PALETTE)]),
                                     ("deadLettersPerHour", "dead letters", RED)):
-            values = np.array([g[field].get(h, g[field].get(str(h), 0)) for h in hours], dtype=float)
+            values = np.array([g[field].get(h, 0) for h in hours], dtype=float)
             if values.any():
                 ax.bar(x, values, np.timedelta64(3600, "s"), bottom=base, align="edge", color=color,
                        label=f"{g['group']}: {label}", hatch="//" if field == "deadLettersPerHour" else None,

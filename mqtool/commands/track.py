@@ -62,11 +62,5 @@ def cli(run, store, msgid, topic, key, scan, now_ms, config_path, settings, as_j
         for note in journeyview.track_notes(result):
             output.note(note)
     bad = [hop for j in result.journeys for hop in j.hops if not hop.ok]
-    messageshow.fail_on_problems(result.problems + reader.index_problems, [_Bad(h) for h in bad])
+    messageshow.fail_on_problems(result.problems + reader.index_problems, bad)
 
-
-class _Bad:
-    """A hop that failed a check, in the shape fail_on_problems names."""
-
-    def __init__(self, hop):
-        self.record, self.problems = hop.record, hop.problems

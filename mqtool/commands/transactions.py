@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import click
 
-from mqtool.cli import journeyview, options, output, requires
+from mqtool.cli import journeyview, messageshow, options, output, requires
 from mqtool.errors import ProblemsFound
 from mqtool.forensics.journey import duration
 from mqtool.forensics.lookup import StoreReader
 from mqtool.forensics.transactions import list_transactions
+from mqtool.formats import properties as props
 from mqtool.storage.settings import open_layout
 
 
@@ -38,11 +39,9 @@ def cli(run, store, now_ms, config_path, settings, as_json):
     journeyview.show_transactions(report, as_json)
     for note in journeyview.transaction_notes(report):
         output.note(note)
-    if report.problems:
-        first = report.problems[0]
-        raise ProblemsFound(f"{first.kind}: {first.message} ({len(report.problems)} problem(s) found)", path=first.path)
+    messageshow.fail_on_problems(report.problems, [])
     if report.stuck:
-        t = report.stuck[0]
-        raise ProblemsFound(f"{len(report.stuck)} transaction(s) stuck: {t.to_json()['uniqKey']} "
-                            f"({t.to_json()['keys']}) has waited {duration(t.waited_ms)}, more than "
+        first = report.stuck[0].first.properties
+        raise ProblemsFound(f"{len(report.stuck)} transaction(s) stuck: {first.get(props.UNIQ_KEY)} "
+                            f"({first.get(props.KEYS)}) has waited {duration(report.stuck[0].waited_ms)}, more than "
                             f"{duration(report.timeout_ms)} (transactionTimeOut + transactionCheckInterval)")

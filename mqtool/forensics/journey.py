@@ -24,17 +24,15 @@ from dataclasses import dataclass, field
 from mqtool.formats import properties as props
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Record
-from mqtool.formats.index import index_key
 from mqtool.formats.msgid import decode_offset_msgid, encode_offset_msgid
 from mqtool.formats.topicnames import (DLQ_PREFIX, LMQ_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC,
                                        TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
                                        group_of)
 from mqtool.forensics import transactions as tx
-from mqtool.forensics.lookup import LONG_MAX, StoreReader, matched_by
+from mqtool.forensics.lookup import StoreReader, matched_by
 from mqtool.forensics.storeinfo import iso
 from mqtool.storage import batchqueue, offsets
 from mqtool.storage.commitlog import Problem
-from mqtool.storage.indexfile import query_offsets
 
 SENT, DELAY_SCHEDULED, DELIVERED = "sent", "delay-scheduled", "delivered"
 RETRY_SCHEDULED, RETRY, DEAD_LETTER = "retry-scheduled", "retry", "dead-letter"
@@ -216,19 +214,13 @@ class Tracker:
         return min(f.begin_timestamp for f in files), max(f.end_timestamp for f in files)
 
     def _index(self, topic: str, key: str, deleted: list[dict] | None = None) -> list[Record]:
-        records = []
-        for offset in sorted(set(query_offsets(self.reader.index_files(), index_key(topic, key), _INDEX_HITS,
-                                               0, LONG_MAX))):
-            entry = self.reader.record_at(offset)
-            if isinstance(entry, Problem):
-                if entry.kind == "expired":
-                    if deleted is not None:
-                        deleted.append({"topic": topic, "commitLogOffset": offset})
-                else:
-                    self.problems.append(entry)
-                continue
-            records.append(entry)
-        return records
+        """The records of topic holding key, through the index (lookup's by_key: each hit
+        re-checked); hits below the commitlog's first file go to deleted."""
+        result = self.reader.by_key(topic, key, max_num=_INDEX_HITS)
+        self.problems += result.problems
+        if deleted is not None:
+            deleted += [{"topic": topic, "commitLogOffset": offset} for offset in result.expired_offsets]
+        return [found.record for found in result.messages]
 
     # ------------------------------------------------------------------ seeds
     def seed_by_msgid(self, msgid: str) -> tuple[str | None, Record | None]:
@@ -245,10 +237,9 @@ class Tracker:
     def seeds_by_key(self, topic: str, key: str) -> list[Record]:
         """Records holding KEY (in KEYS or as UNIQ_KEY) sent to topic: stored under it, or under
         SCHEDULE_TOPIC_XXXX, the half topic or the timer topic with REAL_TOPIC naming it."""
-        found = [r for r in self._index(topic, key) if matched_by(r, topic, key)]
+        found = self._index(topic, key)
         for parked in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TIMER_TOPIC):
-            found += [r for r in self._index(parked, key)
-                      if matched_by(r, parked, key) and r.properties.get(props.REAL_TOPIC) == topic]
+            found += [r for r in self._index(parked, key) if r.properties.get(props.REAL_TOPIC) == topic]
         return sorted({r.offset: r for r in found}.values(), key=lambda r: r.offset)
 
     # ------------------------------------------------------------------ hops
@@ -415,8 +406,7 @@ def _judge(journey: Journey, now_ms: int) -> None:
     home = [h for h in hops if h.role in HOME_ROLES]
     said = []
     if HALF in roles or HALF_CHECKED in roles:
-        checks = max((int(h.record.properties.get(props.TRANSACTION_CHECK_TIMES, "0") or 0)
-                      for h in hops if h.role in (HALF, HALF_CHECKED)), default=0)
+        checks = max((tx.check_times(h.record) for h in hops if h.role in (HALF, HALF_CHECKED)), default=0)
         if COMMITTED not in roles:
             if journey.ops:
                 journey.state, journey.where = "rolled-back", "the transaction was rolled back (an op and no committed copy)"

@@ -60,7 +60,7 @@ class KeyResult:
     hits: int = 0                  # raw index answers (or matching records of a scan)
     duplicates: int = 0            # the same offset answered again
     dropped: int = 0               # hash collisions: a record of another topic or key
-    expired: int = 0               # offsets below the commitlog's first file (already deleted)
+    expired_offsets: list[int] = field(default_factory=list)   # below the commitlog's first file (deleted)
     index_files: int = 0
 
     def summary(self) -> dict:
@@ -68,6 +68,10 @@ class KeyResult:
                 "found": len(self.messages), "hits": self.hits, "duplicates": self.duplicates,
                 "dropped": self.dropped, "expired": self.expired, "problems": self.problem_count,
                 "indexFiles": self.index_files}
+
+    @property
+    def expired(self) -> int:
+        return len(self.expired_offsets)
 
     @property
     def problem_count(self) -> int:
@@ -134,6 +138,7 @@ class StoreReader:
         self._queues: dict[tuple[str, int], consumequeue.ConsumeQueue | None] = {}
         self._batch: dict[tuple[str, int], batchqueue.BatchQueue | None] = {}
         self._ranges: dict[tuple[str, int], tuple[int, int]] = {}
+        self._shown: dict = {}
 
     def __enter__(self):
         return self
@@ -151,11 +156,15 @@ class StoreReader:
         self._index, self._queues, self._batch = [], {}, {}
 
     def display(self, path) -> str:
-        path = Path(path)
-        try:
-            return str(path.relative_to(self.layout.root))
-        except ValueError:
-            return str(path)
+        """path relative to the store, as answers name files (once per file: every record read names one)."""
+        shown = self._shown.get(path)
+        if shown is None:
+            try:
+                shown = str(Path(path).relative_to(self.layout.root))
+            except ValueError:
+                shown = str(path)
+            self._shown[path] = shown
+        return shown
 
     # ------------------------------------------------------------- commitlog
     def record_at(self, offset: int) -> Record | Problem:
@@ -232,7 +241,7 @@ class StoreReader:
             entry = self.record_at(offset)
             if isinstance(entry, Problem):
                 if entry.kind == "expired":
-                    result.expired += 1
+                    result.expired_offsets.append(offset)
                 else:
                     entry.details["indexKey"] = index_key(topic, key)
                     result.problems.append(entry)

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from mqtool.formats import properties as props
 from mqtool.formats import sysflag
 from mqtool.formats.commitlog import Record
-from mqtool.formats.index import index_key
+from mqtool.formats.javastr import parse_java_integer
 from mqtool.formats.topicnames import TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from mqtool.formats.transactionop import REMOVE_TAG, half_offsets
 from mqtool.storage import offsets
 from mqtool.storage.commitlog import Problem
-from mqtool.storage.indexfile import query_offsets
 
 COMMITTED, ROLLED_BACK, PENDING = "COMMITTED", "ROLLED_BACK", "PENDING"
 _CHUNK = 1024
@@ -59,12 +58,10 @@ def half_copy_json(record: Record) -> dict:
 
 
 def check_times(record: Record) -> int:
-    """TRANSACTION_CHECK_TIMES of a half copy: the check that put it back (0: the producer's half)."""
+    """TRANSACTION_CHECK_TIMES of a half copy, read as the check's getInt reads it: the check that put
+    it back (0: the producer's own half, or a value that is no number)."""
     value = record.properties.get(props.TRANSACTION_CHECK_TIMES)
-    try:
-        return int(value) if value is not None else 0
-    except ValueError:
-        return 0
+    return (parse_java_integer(value, 32) or 0) if value is not None else 0
 
 
 def transaction_key(record: Record) -> str:
@@ -214,20 +211,15 @@ def committed_copies(reader, halves: list[Record]) -> list[Record] | None:
     """The committed copies of a transaction through the index (REAL_TOPIC#UNIQ_KEY): records with
     the commit sysFlag whose preparedTransactionOffset is one of the halves' offsets; None when the
     index cannot answer (no index files, or damaged ones)."""
-    files = reader.index_files()
-    if not files or reader.index_problems:
+    if not reader.index_files() or reader.index_problems:
         return None
     p = halves[0].properties
     topic, uniq = p.get(props.REAL_TOPIC), p.get(props.UNIQ_KEY)
     if topic is None or uniq is None:
         return []
     at = {h.offset for h in halves}
-    found = []
-    for offset in sorted(set(query_offsets(files, index_key(topic, uniq), _INDEX_HITS, 0, (1 << 63) - 1))):
-        record = reader.record_at(offset)
-        if isinstance(record, Record) and is_commit_of(record, at):
-            found.append(record)
-    return found
+    answer = reader.by_key(topic, uniq, max_num=_INDEX_HITS)
+    return [m.record for m in answer.messages if is_commit_of(m.record, at)]
 
 
 def is_commit_of(record: Record, half_offsets_at: set[int]) -> bool:
