@@ -53,11 +53,11 @@ from mqtool.formats.properties import (
     REAL_TOPIC,
     TAGS,
     TRAN_MSG,
+    TRANSACTION_ID,
     UNIQ_KEY,
     WAIT,
 )
 
-TRANSACTION_ID = "__transactionId__"  # 5.x TransactionalMessageUtil.TRANSACTION_ID
 MAX_DELAY_LEVEL = 18  # levels in the default messageDelayLevel
 
 TRANSACTION_BITS = {

@@ -251,14 +251,15 @@ def whole_numbers(mapping, where: str, should: str) -> dict[int, int]:
 
 
 def _whole(value) -> int | None:
+    """A whole number a broker's long holds (fastjson: an int, an integral float or digits), or None."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
-        return int(value)
+        value = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
+        value = int(value)
+    if isinstance(value, int) and -(1 << 63) <= value < (1 << 63):
+        return value
     return None
 
 

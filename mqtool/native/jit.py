@@ -105,11 +105,6 @@ def njit(func=None, **options):
     return Deferred(lambda numba: numba.njit(**options)(func), like=func)
 
 
-def loaded() -> bool:
-    """Whether numba has been imported for compiling (load() ran)."""
-    return _numba is not None
-
-
 def when_loaded(hook) -> None:
     """Call hook(numba) once numba is loaded (now, if it is)."""
     with _lock:

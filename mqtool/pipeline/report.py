@@ -201,8 +201,9 @@ def _timer(layout) -> dict | None:
     queue = commitlog.open_queue(layout)
     try:
         with timerview.open_view(layout, queue) as view:
-            counts = timerview.summary(view)
-            hours = timerview.deliverable_by_hour(view, HOUR_MS)
+            pending = view.pending(want_units=True)      # one walk of the wheel and the timerlog for both
+            counts = timerview.summary(view, pending)
+            hours = timerview.deliverable_by_hour(view, HOUR_MS, pending)
     finally:
         queue.close()
     return {"byHour": hours, "pending": counts["pending"], "deliverable": counts["deliverable"],

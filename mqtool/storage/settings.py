@@ -32,9 +32,12 @@ def given_setting(config_path: str | None, settings, key: str) -> str | None:
     if key in overrides:
         return overrides[key]
     if config_path:
-        for _, name, value in parse_properties(fsutil.read_whole(config_path, BROKER_CONF_LIMIT).decode("iso-8859-1")):
-            if name == key:
-                return value.strip()
+        try:
+            text = fsutil.read_whole(config_path, BROKER_CONF_LIMIT).decode("iso-8859-1")
+        except OSError as exc:
+            raise UsageError(f"--config {config_path}: {exc.strerror or exc}") from None
+        found = [value.strip() for _, name, value in parse_properties(text) if name == key]
+        return found[-1] if found else None      # as java.util.Properties: the last line of a key wins
     return None
 
 

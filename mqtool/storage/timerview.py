@@ -593,10 +593,11 @@ def find_dangling(layout, queue, lost) -> Dangling | None:
     return Dangling(count, by_topic, listed, by_file) if count else None
 
 
-def summary(view: TimerView) -> dict:
+def summary(view: TimerView, p: Pending | None = None) -> dict:
     """The numbers info, stats and dump show: what the broker will deliver, beside it what
-    recalls cancel and how many are roll units, and the recovery's findings."""
-    p = view.pending()
+    recalls cancel and how many are roll units, and the recovery's findings (p: view.pending()'s
+    answer when the caller has it already)."""
+    p = p if p is not None else view.pending()
     rec = view.recovery
     return {"pending": p.all_congest_num, "deliverable": p.deliverable, "recalled": p.recalled,
             "rolled": p.rolled, "deleteMarkers": p.delete_markers, "lost": p.lost, "byTopic": p.by_topic,
@@ -607,11 +608,11 @@ def summary(view: TimerView) -> dict:
             "deliveredTwiceKeys": [r["uniqKey"] for r in rec.requeued]}
 
 
-def deliverable_by_hour(view: TimerView, hour_ms: int) -> dict:
+def deliverable_by_hour(view: TimerView, hour_ms: int, p: Pending | None = None) -> dict:
     """summary()'s deliverable units (neither recalled, nor delete units, nor lost) by the hour
-    they are due: {hour number since the epoch: units}."""
+    they are due: {hour number since the epoch: units} (p: view.pending(want_units=True)'s answer)."""
     hours: dict = {}
-    for unit, state, _ in view.pending(want_units=True).units:
+    for unit, state, _ in (p if p is not None else view.pending(want_units=True)).units:
         if state in ("deliver", "roll"):
             hour = unit.delivery_ms // hour_ms
             hours[hour] = hours.get(hour, 0) + 1

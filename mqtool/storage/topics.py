@@ -11,13 +11,14 @@ import re
 from functools import lru_cache
 
 from mqtool.formats import multidispatch
-from mqtool.formats.topicnames import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from mqtool.formats.topicnames import (SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC,
+                                       TRANS_OP_HALF_TOPIC)
 
 TOPIC_MAX_LENGTH = 127
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
 
 NOT_ALLOWED_SEND = frozenset({
-    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC",
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
     "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
 })
 SYSTEM_TOPICS = NOT_ALLOWED_SEND | {"TBW102", "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
