@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mqtool.cli import output
 from mqtool.cli.messageshow import plural
-from mqtool.forensics.journey import duration
+from mqtool.storage.settings import duration
 
 _MARK = {"CONSUMED": "consumed", "NOT_CONSUME_YET": "not yet"}
 

@@ -13,7 +13,7 @@ import humanize
 
 from mqtool.cli import output
 from mqtool.errors import UsageError
-from mqtool.forensics.journey import duration
+from mqtool.storage.settings import duration
 from mqtool.formats.topicnames import SYSTEM_GROUPS, is_system_group
 
 TABLE_ROWS = 500          # rows of a table before "... and N more"

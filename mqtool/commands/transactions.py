@@ -12,10 +12,9 @@ import click
 
 from mqtool.cli import journeyview, messageshow, options, output, requires
 from mqtool.errors import ProblemsFound
-from mqtool.forensics.journey import duration
+from mqtool.storage.settings import duration
 from mqtool.forensics.lookup import StoreReader
-from mqtool.forensics.transactions import list_transactions
-from mqtool.formats import properties as props
+from mqtool.forensics.transactions import list_transactions, stuck_text
 from mqtool.storage.settings import open_layout
 
 
@@ -41,7 +40,5 @@ def cli(run, store, now_ms, config_path, settings, as_json):
         output.note(note)
     messageshow.fail_on_problems(report.problems, [])
     if report.stuck:
-        first = report.stuck[0].first.properties
-        raise ProblemsFound(f"{len(report.stuck)} transaction(s) stuck: {first.get(props.UNIQ_KEY)} "
-                            f"({first.get(props.KEYS)}) has waited {duration(report.stuck[0].waited_ms)}, more than "
+        raise ProblemsFound(f"{len(report.stuck)} transaction(s) stuck: {stuck_text(report.stuck[0])}, more than "
                             f"{duration(report.timeout_ms)} (transactionTimeOut + transactionCheckInterval)")

@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 
 from mqtool.errors import NotAStoreError, ProblemsFound, UsageError
 from mqtool.forensics import dumpwalk, timerwalk
-from mqtool.forensics.dumpwalk import Tally, relative_paths
+from mqtool.forensics.dumpwalk import Tally
+from mqtool.storage.fsutil import relative_paths
 from mqtool.forensics.filters import Filters
 from mqtool.formats import index as index_format
 from mqtool.formats.filenames import is_index_name, is_offset_name

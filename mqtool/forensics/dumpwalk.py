@@ -48,19 +48,6 @@ class Tally:
             self.first_problem = (str(path), offset, kind)
 
 
-def relative_paths(layout_root: Path | None):
-    """A function showing a path relative to the store's root (or as given, outside it)."""
-    def display(path) -> str:
-        path = Path(path)
-        if layout_root is not None:
-            try:
-                return str(path.relative_to(layout_root))
-            except ValueError:
-                pass
-        return str(path)
-    return display
-
-
 class FileOf:
     """queue.find_by_offset with the file's display path, looked up once per file, not per record.
 

@@ -31,6 +31,7 @@ from mqtool.formats.topicnames import (DLQ_PREFIX, LMQ_PREFIX, SCHEDULE_TOPIC, T
 from mqtool.forensics import transactions as tx
 from mqtool.forensics.lookup import StoreReader, matched_by
 from mqtool.forensics.storeinfo import iso
+from mqtool.storage.settings import duration
 from mqtool.storage import batchqueue, offsets
 from mqtool.storage.commitlog import Problem
 
@@ -374,15 +375,6 @@ def sent_to(hop: Hop) -> str | None:
 
 def _at(ms: int | None) -> str:
     return iso(ms) or "?"
-
-
-def duration(ms: int) -> str:
-    """A span for people: 42 s, 3 min 5 s, 2 h 40 min, 3 d 4 h."""
-    secs = max(ms, 0) // 1000
-    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60), ("min", 60, "s", 1)):
-        if secs >= size:
-            return f"{secs // size} {unit} {secs % size // sub_size} {sub}"
-    return f"{secs} s"
 
 
 def _due(due_at: int | None, now_ms: int) -> str:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from mqtool.errors import MqError
-from mqtool.forensics.dumpwalk import relative_paths
 from mqtool.formats import markers
 from mqtool.formats.commitlog import BLANK_HEADER_SIZE, Blank, Record, RecordError, decode_entry
 from mqtool.formats.filenames import is_index_name, is_offset_name
 from mqtool.formats.written import written_end
-from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore, timerview
+from mqtool.storage import batchqueue, census, commitlog, consumequeue, dledger, fsutil, metafiles, timerstore
 from mqtool.storage.commitlog import Problem
 from mqtool.storage.consumequeue import queue_min_offset
 from mqtool.storage.indexfile import IndexFile
@@ -34,17 +33,19 @@ def commitlog_extent(layout, queue=None, ledger: list | None = None) -> dict:
         files = queue.files
         if not files:
             return {"minOffset": 0, "maxOffset": 0, "files": 0}
-        start = max(len(files) - 3, 0)
-        walked = sum(min(mf.file_size, mf.data_end) for mf in files[start:])
+        # what recover walks: on a store switched to DLedger, DLedger's files once it has any
+        part = dledger.recovered_part(queue)
+        start = max(len(part.files) - 3, 0)
+        walked = sum(min(mf.file_size, mf.data_end) for mf in part.files[start:])
         last_stored: list = []
         compiled_from = DLEDGER_COMPILED_FROM if layout.is_dledger() else COMPILED_FROM
-        cut, data_end, stop, _ = recovery.walk_for_recovery(queue, start, layout.config.checkCRCOnRecover,
+        cut, data_end, stop, _ = recovery.walk_for_recovery(part, start, layout.config.checkCRCOnRecover,
                                                             last_stored=last_stored, compiled=walked >= compiled_from,
                                                             ledger=ledger)
         return {"minOffset": files[0].file_from_offset, "maxOffset": cut, "files": len(files),
                 "firstStoreTimestamp": _first_store_time(files[0], len(files) == 1),
                 "lastStoreTimestamp": last_stored[-1] if last_stored else None,
-                **_past_the_end(queue, cut, data_end, stop, relative_paths(layout.root))}
+                **_past_the_end(queue, cut, data_end, stop, fsutil.relative_paths(layout.root))}
     finally:
         if own:
             queue.close()
@@ -146,7 +147,7 @@ def gather(layout) -> dict:
     info["features"] = sorted(found.features - {"store", "mqtool", "config"})
     info["unchecked"] = unchecked(found)
     cl_files = layout.commitlog_files()
-    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size(), relative_paths(layout.root))
+    info["commitlog"] = _kind_summary(cl_files, layout.commitlog_file_size(), fsutil.relative_paths(layout.root))
     info["commitlog"]["dirs"] = [str(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs]
     walked: list = []    # a DLedger store's entries as the extent's walk found them (recovery.LedgerCut)
     info["commitlog"].update(commitlog_extent(layout, ledger=walked))
@@ -172,7 +173,7 @@ def gather(layout) -> dict:
         finally:
             cq.close()
     queues.extend(batch_queues(layout, info["commitlog"]["minOffset"]))
-    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size(), relative_paths(layout.root))
+    info["consumequeue"] = _kind_summary(cq_files, layout.consume_queue_file_size(), fsutil.relative_paths(layout.root))
     simple = [q for q in queues if q["cqType"] == "SimpleCQ"]
     info["consumequeue"]["queues"] = len(simple)
     info["consumequeue"]["topics"] = len({q["topic"] for q in simple})
@@ -277,9 +278,7 @@ def problems_shown(info: dict) -> list[str]:
             problems.append(f"{path}: unexpected size or name (a {kind} file is {info[kind]['fileSize']:,} bytes, "
                             "named by the offset it starts at)")
     if info["commitlog"].get("firstProblemInLastFile"):    # where the data ends: damage there is not the end
-        more = info["commitlog"]["problemsInLastFile"] - 1
-        problems.append(info["commitlog"]["firstProblemInLastFile"]
-                        + (f" (and {more} more in that file)" if more else "") + "; `mqtool verify-crc` checks it all")
+        problems.append(info["commitlog"]["firstProblemInLastFile"] + "; `mqtool verify-crc` checks it all")
     for header in info["indexFiles"]:
         if "error" in header:
             problems.append(f"index/{header['name']}: {header['error']}")

@@ -28,6 +28,7 @@ from mqtool.formats.topicnames import TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, TRANS
 from mqtool.formats.transactionop import REMOVE_TAG, half_offsets
 from mqtool.storage import offsets
 from mqtool.storage.commitlog import Problem
+from mqtool.storage.settings import duration
 
 COMMITTED, ROLLED_BACK, PENDING = "COMMITTED", "ROLLED_BACK", "PENDING"
 _CHUNK = 1024
@@ -113,6 +114,12 @@ class Transaction:
                                r.prepared_transaction_offset, "storeTimestamp": r.store_timestamp}
                               for r in self.committed]}
         return line
+
+
+def stuck_text(t: Transaction) -> str:
+    """One stuck transaction, as the command and the report say it."""
+    p = t.first.properties
+    return f"transaction {p.get(props.UNIQ_KEY)} ({p.get(props.KEYS)}) pending for {duration(t.waited_ms)}: stuck"
 
 
 @dataclass

@@ -221,9 +221,8 @@ def _flows(stats: dict) -> list[dict]:
 
 def _transactions(layout, now_ms: int, problems: list) -> dict | None:
     """`mqtool transactions`' answer (None when the store has no transaction half queue)."""
-    from mqtool.forensics.journey import duration
     from mqtool.forensics.lookup import StoreReader
-    from mqtool.forensics.transactions import list_transactions, queue_ids
+    from mqtool.forensics.transactions import PENDING, list_transactions, queue_ids, stuck_text
     from mqtool.formats.topicnames import TRANS_HALF_TOPIC
 
     if not queue_ids(layout, TRANS_HALF_TOPIC):
@@ -234,8 +233,7 @@ def _transactions(layout, now_ms: int, problems: list) -> dict | None:
     except MqError as exc:
         problems.append(f"transactions: {exc}")
         return None
-    problems.extend(f"transaction {t.to_json()['uniqKey']} ({t.to_json()['keys']}) pending for "
-                    f"{duration(t.waited_ms)}: stuck" for t in report.stuck)
+    problems.extend(f"transactions: {p.path}: {p.message}" for p in report.problems)
+    problems.extend(stuck_text(t) for t in report.stuck)
     return {"summary": report.summary(), "byTopic": report.by_topic(), "checks": [c.to_json() for c in report.checks],
-            "open": [t.to_json() for t in report.transactions if t.state != "ROLLED_BACK" and
-                     (t.state == "PENDING" or t.op_missing)]}
+            "open": [t.to_json() for t in report.transactions if t.state == PENDING or t.op_missing]}

@@ -320,3 +320,16 @@ def process_alive(pid: int) -> bool:
     except OverflowError:
         return False
     return True
+
+
+def relative_paths(layout_root: Path | None):
+    """A function showing a path relative to the store's root (or as given, outside it)."""
+    def display(path) -> str:
+        path = Path(path)
+        if layout_root is not None:
+            try:
+                return str(path.relative_to(layout_root))
+            except ValueError:
+                pass
+        return str(path)
+    return display

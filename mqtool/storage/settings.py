@@ -94,6 +94,15 @@ def iso(millis: int | None) -> str | None:
         return None
 
 
+def duration(ms: int) -> str:
+    """A span for people: 42 s, 3 min 5 s, 2 h 40 min, 3 d 4 h."""
+    secs = max(ms, 0) // 1000
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60), ("min", 60, "s", 1)):
+        if secs >= size:
+            return f"{secs // size} {unit} {secs % size // sub_size} {sub}"
+    return f"{secs} s"
+
+
 def parse_time(text: str | None, what: str) -> int | None:
     """Epoch milliseconds from epoch ms, epoch seconds with a decimal point, or ISO 8601 (UTC unless
     the text says otherwise)."""

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
-from mqtool.formats.commitlog import Record
 from mqtool.formats.written import written_end
-from mqtool.storage import commitlog, fsutil
+from mqtool.storage import fsutil
 from mqtool.storage.mappedfile import MappedFile
 from mqtool.storage.mappedfilequeue import MappedFileQueue
 
@@ -241,11 +240,6 @@ class TimerStore:
 
     def is_pending(self, unit: Unit) -> bool:
         return unit.delivery_ms // self.precision * self.precision >= self.read_time_ms
-
-    def pending_units(self):
-        for unit in self.units():
-            if self.is_pending(unit):
-                yield unit
 
     # ---------------------------------------------------------------- the wheel
     def wheel(self):
