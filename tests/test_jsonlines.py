@@ -176,7 +176,7 @@ def test_the_columnar_walk_counts_what_the_record_walk_counts(name, extracted):
     from mqtool.forensics import dumpwalk
     from mqtool.forensics.filters import Filters
     from mqtool.native import fastscan
-    from mqtool.storage import commitlog
+    from mqtool.storage import commitlog, fsutil
     from mqtool.storage.settings import open_layout
 
     layout = open_layout(str(extracted(name)), None, ())
@@ -186,7 +186,7 @@ def test_the_columnar_walk_counts_what_the_record_walk_counts(name, extracted):
             tally = dumpwalk.Tally(limit)
             with commitlog.open_queue(layout) as queue:
                 events = [e[0] for e in dumpwalk.walk_commitlog(queue, filters, tally, check_crc=True,
-                                                                display=dumpwalk.relative_paths(layout.root),
+                                                                display=fsutil.relative_paths(layout.root),
                                                                 scanner=scanner)]
             tallies.append(tally)
             kinds.append(events)
