@@ -397,6 +397,23 @@ def test_blank_round_trip(size):
     assert BLANK.build(plain(BLANK.parse(data))) == data
     assert plain(RECORD_HEADER.parse(data)) == {"totalSize": size, "magicCode": BLANK_MAGIC}
     assert RECORD_HEADER.build(plain(RECORD_HEADER.parse(data))) == data
+    assert commitlog.decode_record_header(data, 0) == (size, BLANK_MAGIC) and commitlog.begins_record(data)
+
+
+def test_record_header_tells_a_record_from_a_dledger_entry(extracted):
+    """decode_record_header / begins_record, what storage asks of a file's first 8 bytes (a
+    commitlog file moved into DLedger's data/, the BLANK a switch to DLedger leaves): a broker's
+    record and a broker's DLedger entry, and the ends of a record's header."""
+    from mqtool.formats import dledger
+
+    record = extracted("basic").joinpath("commitlog", "00000000000000000000").read_bytes()[:64]
+    parsed = plain(RECORD_HEADER.parse(record))
+    assert commitlog.decode_record_header(record, 0) == (parsed["totalSize"], parsed["magicCode"])
+    assert parsed["magicCode"] in commitlog.MESSAGE_MAGICS and commitlog.begins_record(record)
+    entry = next(extracted("dledger1").glob("dledger-*/data/00000000000000000000")).read_bytes()[:64]
+    assert dledger.decode_magic_size(entry, 0)[0] == dledger.MAGIC_1 and not commitlog.begins_record(entry)
+    assert commitlog.begins_record(entry[dledger.HEADER_SIZE:])      # the record in the entry's body
+    assert not commitlog.begins_record(record[:7]) and not commitlog.begins_record(bytes(8))
 
 
 @given(st.integers(8, 4096), st.integers(0, 1 << 40))

@@ -53,7 +53,7 @@ MAGIC_V2 = 0xDAA320AB
 BLANK_MAGIC = 0xCBD43194
 MESSAGE_MAGICS = (MAGIC_V1, MAGIC_V2)
 
-BLANK_HEADER_SIZE = 8  # a BLANK record writes only totalSize and magic
+BLANK_HEADER_SIZE = 8  # a BLANK record writes only totalSize and magic (RECORD_HEADER)
 END_FILE_MIN_BLANK_LENGTH = 4 + 4  # CommitLog: a record needs length + 8 <= space left
 MAX_TOPIC_LENGTH_V1 = 127  # Byte.MAX_VALUE
 MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
@@ -196,6 +196,7 @@ STORE_TIMESTAMP_FORMAT = struct_format(STORE_FIELDS, "storeTimestamp")    # ">q"
 TAIL_FORMAT = struct_format(TAIL_FIELDS, "preparedTransactionOffset") + inner(_field("body")).lengthfield.fmtstr[1:]
 
 MIN_RECORD_LENGTH = record_length(0, 0, 0, 0)
+assert RECORD_HEADER.sizeof() == BLANK.sizeof() == BLANK_HEADER_SIZE
 
 
 # ---------------------------------------------------------------- fast decoder
@@ -315,6 +316,18 @@ END_OF_DATA = None
 """decode_entry's answer for all-zero space: the file's written part ends here."""
 
 
+def decode_record_header(buf, pos: int) -> tuple[int, int]:
+    """(totalSize, magicCode): the 8 bytes (RECORD_HEADER) every record and BLANK starts with, at
+    buf[pos:] (the caller checks they are there)."""
+    return _ENTRY_HEADER.unpack_from(buf, pos)
+
+
+def begins_record(head) -> bool:
+    """Do these bytes begin with a record's or a BLANK's header: 8 bytes whose magicCode is one of
+    theirs (the test DLedgerCommitLog.checkMessageAndReturnSize makes)?"""
+    return len(head) >= BLANK_HEADER_SIZE and decode_record_header(head, 0)[1] in (*MESSAGE_MAGICS, BLANK_MAGIC)
+
+
 def decode_entry(buf, pos: int, limit: int, base_offset: int = 0):
     """Decode the entry at buf[pos:] without reading past buf[:limit].
 
@@ -327,7 +340,7 @@ def decode_entry(buf, pos: int, limit: int, base_offset: int = 0):
         if any(buf[pos:limit]):
             raise RecordError(offset, f"{limit - pos} stray bytes at the end of the file", "truncated")
         return END_OF_DATA
-    total_size, magic = _ENTRY_HEADER.unpack_from(buf, pos)
+    total_size, magic = decode_record_header(buf, pos)
     if magic == BLANK_MAGIC:
         if total_size < BLANK_HEADER_SIZE or total_size != limit - pos:
             raise RecordError(offset, f"BLANK record declares {total_size} bytes but "
