@@ -394,6 +394,15 @@ def test_files_moved_by_hand_into_dledgers_folder_are_named_not_cut(store_copy, 
     assert found == [("moved-by-hand", n) for n in (0, 65536, 131072, 196608)]
     info = run_cli("info", store, "--json")
     assert info.code == 1 and any("moved there by hand" in p for p in info.json_lines()[0]["problems"])
+    # one rule names them for info, verify-crc and the writers' census (storage/dledger.moved_files)
+    from mqtool.storage import census, dledger
+    from mqtool.storage.config import StoreConfig
+    from mqtool.storage.layout import discover
+
+    moved = sorted((store / "dledger-n0" / "data").glob("0000000000000*"))[:4]
+    assert info.json_lines()[0]["movedByHand"] == [str(p) for p in moved]
+    layout = discover(StoreConfig(storePathRootDir=str(store)))
+    assert census.take(layout).moved == dledger.moved_files(layout) == moved
     (store / "abort").write_text(str(os.getpid() + 10_000_000))
     before = snapshot(store)
     refused = run_cli("recover", store, *SIZES)

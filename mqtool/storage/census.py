@@ -388,9 +388,7 @@ def take(layout) -> Census:
         if name == "consumequeue" and feature == "store":
             census.entries.extend(_lmq_entries(path))
     census.links = links(layout)
-    if layout.dledger_dir is not None:
-        census.moved = [d / name for d in layout.commitlog_dirs if d not in layout.old_commitlog_dirs
-                        for name, is_file, _, _ in sorted(_listing(d)) if is_file and dledger.moved_by_hand(d / name)]
+    census.moved = dledger.moved_files(layout)
     batch = batch_topics(layout)
     if batch:
         census.declared["batch-cq"] = "config/topics.json: " + ", ".join(batch[:5]) + (" ..." if len(batch) > 5 else "")

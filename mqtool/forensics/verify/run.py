@@ -194,7 +194,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                                                     display)
         with commitlog.open_queue(layout) as queue:    # where the old commitlog ends, DLedger's entries begin
             summary.division = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
-            for path in dledger.moved_files(queue) if "commitlog" in scopes else []:
+            for path in dledger.moved_files(layout) if "commitlog" in scopes else []:
                 emit(Finding("commitlog", "moved-by-hand", display(path), 0, name_to_offset(path.name),
                              dledger.MOVED_BY_HAND))
     if "cq" in scopes:
