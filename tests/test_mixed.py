@@ -377,6 +377,28 @@ def test_clean_undo_puts_every_old_file_back_after_the_last_went(store_copy, run
     assert run_cli("verify-crc", store, "--scope", "all").code == 0
 
 
+def test_old_files_staged_from_a_commitlog_outside_the_store_keep_it_switched(store_copy, run_cli):
+    """The old commitlog in storePathCommitLog, outside the store: its staged files wait in
+    trash/external/<its path>.  The store stays a switched one while they wait (storage/layout's
+    trash_place, where engine/trash puts them), so clean keeps DLedger's files and --undo puts them back."""
+    store = store_copy(NAME)
+    outside = store.parent / "old-commitlog"
+    shutil.move(store / "commitlog", outside)
+    where = ("--set", f"storePathCommitLog={outside}")
+    before = sorted(p.name for p in outside.iterdir())
+    for _ in range(2):
+        result, _ = _clean(run_cli, store, "--delete-delay", "1h", *where)
+        assert result.code == 0, result.err
+    assert list(outside.iterdir()) == [] and not (store / "trash" / "commitlog").exists()
+    assert sorted(p.name for p in (store / "trash" / "external").rglob("0*")) == before
+    result, decisions = _clean(run_cli, store, "--delete-delay", "1h", "--dry-run", *where)
+    assert result.code == 0, result.err
+    assert [(d["action"], d["reason"]) for d in decisions] == [("keep", "dledger-off")] * 3
+    undo = run_cli("clean", store, "--undo", *where)
+    assert undo.code == 0, undo.err
+    assert sorted(p.name for p in outside.iterdir()) == before
+
+
 def test_files_moved_by_hand_into_dledgers_folder_are_named_not_cut(store_copy, run_cli):
     """Old commitlog files moved into DLedger's data folder: read as the old commitlog (their records
     at their offsets), named by info and verify-crc; recover refuses rather than cut them as

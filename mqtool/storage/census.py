@@ -20,7 +20,7 @@ from pathlib import Path
 from mqtool.errors import RefusedError
 from mqtool.formats import multidispatch
 from mqtool.storage import dledger, fsutil
-from mqtool.storage.layout import dledger_dirs
+from mqtool.storage.layout import TRASH_DIR, dledger_dirs
 
 UNDERSTOOD, READ_ONLY, UNKNOWN = "understood", "read-only", "unknown"
 
@@ -97,7 +97,7 @@ _TOP = {
     "abort.bak": ("store", "5.x: the abort marker of the previous start"),
     "lock": ("store", "the lock file"),
     "config": ("store", "broker metadata"),
-    "trash": ("mqtool", "files `mqtool clean` staged (undo puts them back)"),
+    TRASH_DIR: ("mqtool", "files `mqtool clean` staged (undo puts them back)"),
     "quarantine": ("mqtool", "bytes `mqtool recover` and `rebuild-cq` cut"),
     "lost+found": ("mqtool", "the file system's own folder"),
     "timerwheel": ("timer", "timer wheel: 7 x 86400 x 2 slots of 32 bytes"),
@@ -343,7 +343,8 @@ def take(layout) -> Census:
     census = Census(root)
     census.configured = _settings_features(layout.config)
     # a switched store, or one whose old commitlog files clean staged in trash/ (its undo puts them back)
-    switched = layout.is_mixed() or (layout.dledger_dir is not None and bool(_listing(root / "trash" / "commitlog")))
+    switched = layout.is_mixed() or (layout.dledger_dir is not None
+                                     and layout.trash_holds(layout.config.commitlog_dirs()))
     if switched and "dledger" in census.configured:
         census.configured = (census.configured - {"dledger"}) | {"dledger-switched"}
     commitlog_dirs = {Path(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs}

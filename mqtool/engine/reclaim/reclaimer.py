@@ -111,7 +111,7 @@ class Reclaimer:
 
         for entry in trash.due(now):
             report.decisions.append(Decision(
-                "trash", f"trash/{entry.trash}", REMOVE_STAGED, "due",
+                "trash", entry.shown, REMOVE_STAGED, "due",
                 f"staged {ago_text(now - entry.staged_at)} ago ({entry.reason}); its delete delay has passed",
                 entry.size, {"original": entry.path}))
             if not policy.dry_run:
@@ -409,7 +409,7 @@ class Reclaimer:
             if delay_ms > 0 or decision.action == STAGE:
                 entry = trash.stage(path, kind=decision.kind, size=decision.size, now_ms=now,
                                     delay_ms=delay_ms, run=run, reason=decision.reason, **where)
-                decision.details["trash"] = f"trash/{entry.trash}"
+                decision.details["trash"] = entry.shown
                 decision.details["dueAt"] = entry.due_at
             else:
                 Path(path).unlink(missing_ok=True)
