@@ -380,7 +380,7 @@ def test_clean_undo_puts_every_old_file_back_after_the_last_went(store_copy, run
 def test_old_files_staged_from_a_commitlog_outside_the_store_keep_it_switched(store_copy, run_cli):
     """The old commitlog in storePathCommitLog, outside the store: its staged files wait in
     trash/external/<its path>.  The store stays a switched one while they wait (storage/layout's
-    trash_place, where engine/trash puts them), so clean keeps DLedger's files and --undo puts them back."""
+    kept_place, where engine/trash puts them), so clean keeps DLedger's files and --undo puts them back."""
     store = store_copy(NAME)
     outside = store.parent / "old-commitlog"
     shutil.move(store / "commitlog", outside)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mqtool.storage import fsutil
-from mqtool.storage.layout import TRASH_DIR, store_relative, trash_place
+from mqtool.storage.layout import TRASH_DIR, kept_place, store_relative
 
 MANIFEST = "staged.json"
 
@@ -112,7 +112,7 @@ class Trash:
         """Move path into the trash; it is due delay_ms from now."""
         path = Path(path)
         rel = self.relative(path)
-        inside = trash_place(self.root, path)
+        inside = kept_place(self.root, path)
         target = self.dir / inside
         n = 1
         while target.exists() or any(e.trash == str(target.relative_to(self.dir)) for e in self.entries):

@@ -470,7 +470,7 @@ def links(layout) -> list[Link]:
             path = directory / name
             if path not in allowed:
                 what = fsutil.what_is(path) or "a regular file"
-                found.append(Link(_relative(path, root), target, what))
+                found.append(Link(fsutil.shown_path(path, root), target, what))
 
     look(root)
     for directory in sorted(allowed):
@@ -496,8 +496,3 @@ def _listing(directory: Path) -> list:
         return []
 
 
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)

@@ -201,7 +201,7 @@ class StoreLayout:
         delay or for --undo)?"""
         for folder in folders:
             try:
-                if fsutil.scandir(self.trash_dir / trash_place(self.root, folder)):
+                if fsutil.scandir(self.trash_dir / kept_place(self.root, folder)):
                     return True
             except OSError:
                 pass
@@ -369,7 +369,8 @@ def _dledger_store(root: Path, config: StoreConfig, commitlog_dirs: list[Path]):
 # ------------------------------------------------------------------ mqtool's trash
 # `clean --delete-delay` stages a file in STORE/trash/ under its path in the store, or under
 # external/<its absolute path> when it lies outside (a commitlog in storePathCommitLog may):
-# engine/trash.py moves the files and keeps their manifest, census asks what waits there.
+# engine/trash.py moves the files and keeps their manifest, census asks what waits there.  A
+# quarantine run (engine/quarantine.py) keeps a repair's files in the same places.
 TRASH_DIR = "trash"
 TRASH_EXTERNAL = "external"
 
@@ -384,9 +385,10 @@ def store_relative(root: Path, path) -> str:
         return str(path.resolve())
 
 
-def trash_place(root: Path, path) -> str:
-    """Where in STORE/trash/ a file (or folder) of the store is staged: its path relative to the
-    store, or external/<its absolute path> (a staged file of a name already taken gets a .N suffix)."""
+def kept_place(root: Path, path) -> str:
+    """Where in a folder that keeps a store's files (STORE/trash/, a quarantine run's folder) a
+    file (or folder) of the store goes: its path relative to the store, or external/<its absolute
+    path> (the trash gives a staged file of a name already taken a .N suffix)."""
     rel = store_relative(root, path)
     return rel if not Path(rel).is_absolute() else os.path.join(TRASH_EXTERNAL, rel.lstrip("/"))
 

@@ -34,6 +34,7 @@ from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.storage import batchqueue, dledger, timerstore, timerview
 from mqtool.storage.consumequeue import last_unit, queue_min_offset
+from mqtool.storage.fsutil import shown_path
 
 # ---------------------------------------------------------------------- the reclaimer
 
@@ -518,10 +519,7 @@ class Reclaimer:
 
     # ---------------------------------------------------------------- helpers
     def _rel(self, path) -> str:
-        try:
-            return str(Path(path).relative_to(self.view.layout.root))
-        except ValueError:
-            return str(path)
+        return shown_path(path, self.view.layout.root)
 
     def _pause(self, ms: int) -> None:
         """The broker's pause between two deletions: a test's ManualClock is advanced instead

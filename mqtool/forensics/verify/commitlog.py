@@ -10,7 +10,7 @@ import numpy as np
 
 from mqtool.forensics import dledgerscan
 from mqtool.forensics.verify import kernels
-from mqtool.forensics.verify.findings import Finding, Pointers, QueueRun, TaskResult, path_display
+from mqtool.forensics.verify.findings import Finding, Pointers, QueueRun, TaskResult
 from mqtool.forensics.verify.index import check_entries_into
 from mqtool.forensics.verify.queues import check_units_into
 from mqtool.formats import multidispatch, sysflag
@@ -19,6 +19,7 @@ from mqtool.formats.crc import body_crc
 from mqtool.native import fastscan
 from mqtool.storage import commitlog, dispatchrequest
 from mqtool.storage.commitlog import EndOfData, Problem
+from mqtool.storage.fsutil import relative_paths
 from mqtool.storage.mappedfile import MappedFile
 
 # ------------------------------------------------------------------ commitlog
@@ -43,7 +44,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
     ledger = None
     mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
     try:                                                        # each file must not list them all
-        path = path_display(layout)(mf.path)
+        path = relative_paths(layout.root)(mf.path)
         end = mf.file_size if stop is None else stop
         cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
         chunks, segment = [], start    # the parsed chunks of the stretch from segment on

@@ -5,7 +5,6 @@ pointers a task hands on, TaskResult; the problem kinds and their messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from mqtool.forensics.verify import kernels
 
@@ -110,14 +109,3 @@ class TaskResult:
     pointers: list = field(default_factory=list)     # cq and index tasks: Pointers of their files
     files: int = 0
     ledger: object = None      # commitlog tasks of a DLedger store: their dledgerscan.LedgerPart
-
-
-def path_display(layout):
-    root = layout.root
-
-    def display(path) -> str:
-        try:
-            return str(Path(path).relative_to(root))
-        except ValueError:
-            return str(path)
-    return display

@@ -10,12 +10,13 @@ import numpy as np
 
 from mqtool.errors import MqError
 from mqtool.forensics.verify import kernels
-from mqtool.forensics.verify.findings import ENTRY_PROBLEMS, Finding, Pointers, TaskResult, path_display
+from mqtool.forensics.verify.findings import ENTRY_PROBLEMS, Finding, Pointers, TaskResult
 from mqtool.formats import index as index_format
 from mqtool.formats.commitlog import RecordError, decode_entry
 from mqtool.formats.javastr import index_key_hash
 from mqtool.native import fastscan
 from mqtool.storage.dispatchrequest import from_record
+from mqtool.storage.fsutil import relative_paths
 from mqtool.storage.indexfile import IndexFile
 
 # ---------------------------------------------------------------------- index
@@ -36,7 +37,7 @@ def index_task(layout, path_text: str, slots: int, index_num: int, newest: bool 
     """Check one index file on its own: header, slots, chains; and say which commitlog offsets
     its entries point at."""
     result = TaskResult()
-    shown = path_display(layout)(path_text)
+    shown = relative_paths(layout.root)(path_text)
     try:
         ix = IndexFile(Path(path_text), slots, index_num)
     except MqError as exc:
@@ -124,7 +125,7 @@ def check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, hi
             hashes, phy, diffs = hashes[rows], phy[rows], diffs[rows]
         if not len(rows):
             return 0
-        shown = path_display(layout)(pointer.path)
+        shown = relative_paths(layout.root)(pointer.path)
         ts = np.empty(len(rows), dtype=np.int64)
         found, read = kernels.check_entries_scanned(records, buf, cl.file_from_offset, cl.file_size, phy, hashes, ts)
         for j in np.flatnonzero(found).tolist():

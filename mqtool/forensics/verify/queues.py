@@ -9,13 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from mqtool.forensics.verify import kernels
-from mqtool.forensics.verify.findings import (
-    UNIT_PROBLEMS,
-    Finding,
-    Pointers,
-    TaskResult,
-    path_display,
-)
+from mqtool.forensics.verify.findings import UNIT_PROBLEMS, Finding, Pointers, TaskResult
 from mqtool.formats import consumequeueext, multidispatch
 from mqtool.formats.commitlog import Record, RecordError, decode_entry
 from mqtool.formats.consumequeue import PRE_BLANK, UNIT_SIZE, unit_dtype
@@ -24,6 +18,7 @@ from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage.dispatchrequest import from_record
+from mqtool.storage.fsutil import relative_paths
 from mqtool.storage.mappedfile import MappedFile
 
 # ------------------------------------------------------------- consume queues
@@ -46,7 +41,7 @@ def cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
     """Check one consume queue on its own: invalid units, holes, pre-blank units where they may
     be; and say which commitlog offsets each of its files points at."""
     result = TaskResult()
-    display = path_display(layout)
+    display = relative_paths(layout.root)
     cq = ConsumeQueue(topic, queue_id, Path(directory), layout.consume_queue_file_size())
     try:
         for problem in cq.files.problems:
@@ -130,7 +125,7 @@ def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records
         bad = np.flatnonzero(found)
         rows, offsets, sizes, tags, codes = rows[bad], offsets[bad], sizes[bad], tags[bad], found[bad]
         if len(rows):
-            path = path_display(layout)(mf.path)
+            path = relative_paths(layout.root)(mf.path)
             ext_queue = None
             for j, i in enumerate(rows.tolist()):
                 if codes[j] == kernels.UNIT_WRONG_TAGS_CODE and consumequeueext.is_ext_addr(int(tags[j])):
