@@ -351,6 +351,41 @@ def test_kernel_cache_goes_where_this_user_can_write(tmp_path):
 
 
 
+LOAD_RACE = """
+import sys, threading, time
+from mqtool.native import jit
+
+square = jit.njit(lambda x: x * x)       # a declared function, made by load()
+ran = []
+jit.when_loaded(lambda numba: (time.sleep(1.0), ran.append("hook")))
+loader = threading.Thread(target=jit.load)
+loader.start()
+while jit._numba is None:                # the other thread is inside load(): numba is there
+    time.sleep(0.0005)
+if sys.argv[1] == "load":
+    jit.load()
+else:
+    square.real()
+print("after the hooks" if ran else "before the hooks", flush=True)
+loader.join()
+"""
+
+
+@pytest.mark.parametrize("call", ["load", "deferred"])
+def test_no_thread_goes_on_before_the_load_hooks_ran(call):
+    """native/jit.load runs the when_loaded hooks (aot's typing of the built kernels) under its lock:
+    a second thread's load(), or its call of a declared function, returns only after they ran."""
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=repo)
+    done = subprocess.run([sys.executable, "-c", LOAD_RACE, call], capture_output=True, text=True, env=env,
+                          cwd=repo, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "after the hooks"
+
+
 def _compiled_java_hash():
     """primitives.java_hash in a kernel of its own (compiled once, at first use)."""
     from mqtool.native import jit
