@@ -23,6 +23,14 @@ UNIT = Struct(
     "tagsCode" / Int64sb,
 )
 
+# the layout, from the schema above: what the compiled kernels (forensics/verify/kernels.py) read
+# units by
+UNIT_FIELD_AT = {sub.name: sum(s.sizeof() for s in UNIT.subcons[:i]) for i, sub in enumerate(UNIT.subcons)}
+COMMIT_LOG_OFFSET_AT = UNIT_FIELD_AT["commitLogOffset"]
+SIZE_AT = UNIT_FIELD_AT["size"]
+TAGS_CODE_AT = UNIT_FIELD_AT["tagsCode"]
+assert UNIT.sizeof() == UNIT_SIZE
+
 UNIT_STRUCT = struct.Struct(">qiq")
 """Fast decoder for UNIT, checked against it in the round-trip tests."""
 
