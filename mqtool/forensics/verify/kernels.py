@@ -26,7 +26,7 @@ from mqtool.native.fastscan import (
     read_props,
     tags_hash_of,
 )
-from mqtool.native import aot
+from mqtool.native import aot, fastscan
 from mqtool.native.jit import njit
 
 PRE_BLANK_SIZE = PRE_BLANK[1]
@@ -428,14 +428,6 @@ def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, p
     return unsettled
 
 
-def topic_hash(topic: str) -> int:
-    """The topic_hash column's value for a topic: FNV-1a of its UTF-8 bytes, as a signed int64."""
-    h = 0xCBF29CE484222325
-    for b in topic.encode("utf-8"):
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h - (1 << 64) if h >= 1 << 63 else h
-
-
 def check_units_scanned(records: dict, buf, base, limit, raw, a, b, rows, logical0, topic: str, queue,
                         schedule, delays):
     """check_units' codes for units of a consume queue file (raw: its bytes; rows a..b-1, or the
@@ -445,7 +437,7 @@ def check_units_scanned(records: dict, buf, base, limit, raw, a, b, rows, logica
     found = np.empty(len(rows) if len(rows) else b - a, dtype=I64)
     name = topic.encode("utf-8")
     unsettled = units_by_records(tuple(records[k] for k in SCANNED + PARSED), raw, a, b, rows, logical0,
-                                 topic_hash(topic), len(name), queue, schedule, delays, found)
+                                 fastscan.topic_hash(topic), len(name), queue, schedule, delays, found)
     if unsettled:
         rest = np.flatnonzero(found == UNSETTLED)
         numbers = rows[rest] if len(rows) else a + rest
