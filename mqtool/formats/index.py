@@ -46,6 +46,7 @@ HEADER_SIZE = HEADER.sizeof()
 SLOT_SIZE = SLOT.sizeof()
 ENTRY_SIZE = ENTRY.sizeof()
 HEADER_NAMES = tuple(sub.name for sub in HEADER.subcons)    # the order of the header's fields
+HEADER_FIELD_AT = offsets(HEADER)
 ENTRY_FIELD_AT = offsets(ENTRY)
 KEY_HASH_AT = ENTRY_FIELD_AT["keyHash"]
 PHY_OFFSET_AT = ENTRY_FIELD_AT["phyOffset"]

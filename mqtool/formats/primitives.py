@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from mqtool.formats.properties import KEY_SEPARATOR, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 U = np.uint64
 ONES = U(0x0101010101010101)
@@ -28,6 +28,7 @@ INT_MAX = 0x7FFFFFFF
 
 _SEP = ord(PROPERTY_SEPARATOR)          # 0x02: ends a pair
 _NAME_END = ord(NAME_VALUE_SEPARATOR)   # 0x01: ends a pair's name
+_KEY_END = ord(KEY_SEPARATOR)           # ' ': ends one of the index keys a KEYS value holds
 
 
 # -- big-endian integers ---------------------------------------------------------------------
@@ -163,6 +164,12 @@ def pair_at(buf, p, end):
     return s, q
 
 
+def key_end(buf, p, end):
+    """Where the index key starting at buf[p] of a KEYS value ending at end ends: at the next
+    KEY_SEPARATOR, or at end (an empty key, p itself, is skipped by the index)."""
+    return find_byte(buf, p, end, _KEY_END)
+
+
 def has_value(p, s, q):
     """Whether the pair buf[p:q] whose first 0x01 is at s has a name and a value (neither
     empty): MessageDecoder.string2messageProperties keeps only those, a later one of the same
@@ -265,6 +272,6 @@ def index_hash(h):
 
 
 # what native/jit.load() makes numba functions of
-INLINE = (u32, i32, i64, put32, put64, signed32, word_at, find_byte, is_ascii, pair_at, has_value, is_name,
+INLINE = (u32, i32, i64, put32, put64, signed32, word_at, find_byte, is_ascii, pair_at, key_end, has_value, is_name,
           delay_level, utf8_continuation, java_hash, key_prefix, index_hash)
 INTRINSICS = (load_u64, trailing_zeros, data_address)

@@ -31,6 +31,7 @@ from mqtool.formats.primitives import (
     index_hash,
     is_name,
     java_hash,
+    key_end,
     key_prefix,
     pair_at,
     signed32,
@@ -328,9 +329,7 @@ def parse_records(buf, start, n, sys_flag, topic_pos, topic_len, props_pos, prop
             if keys_lo >= 0:
                 a = keys_lo
                 while a <= keys_hi:
-                    b = a
-                    while b < keys_hi and buf[b] != 32:
-                        b += 1
+                    b = key_end(buf, a, keys_hi)
                     if b > a and keys < key_cap:
                         key_record[keys] = i
                         key_hash[keys] = index_hash(java_hash(buf, a, b, prefix, state))

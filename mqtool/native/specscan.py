@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats.primitives import HIGHS, ONES, index_hash, java_hash, key_prefix, signed32
+from mqtool.formats.primitives import HIGHS, ONES, index_hash, java_hash, key_end, key_prefix, signed32
 from mqtool.native import aot
 from mqtool.native.jit import njit
 
@@ -284,9 +284,7 @@ def build_columns(buf, rows, present, text_off, text_len, pieces, piece_start, l
             prefix = key_prefix(java_hash(buf, s, s + text_len[i, TOPIC], 0, state))
             s, end = text_off[i, KEYS], text_off[i, KEYS] + text_len[i, KEYS]
             while s < end:
-                e = s
-                while e < end and buf[e] != 32:
-                    e += 1
+                e = key_end(buf, s, end)
                 if e > s:
                     key_hash[keys] = index_hash(java_hash(buf, s, e, prefix, state))
                     key_owner[keys] = r

@@ -111,13 +111,15 @@ class IndexFile:
         h = self.header()
         if newest and self.never_put(h):
             return []
+        at = fmt.HEADER_FIELD_AT
         problems = []
         if not 1 <= h.index_count <= self.index_num:
-            problems.append((36, "indexCount is out of range", f"1..{self.index_num}", h.index_count))
+            problems.append((at["indexCount"], "indexCount is out of range", f"1..{self.index_num}", h.index_count))
         if not 0 <= h.hash_slot_count <= self.hash_slot_num:
-            problems.append((32, "hashSlotCount is out of range", f"0..{self.hash_slot_num}", h.hash_slot_count))
+            problems.append((at["hashSlotCount"], "hashSlotCount is out of range", f"0..{self.hash_slot_num}",
+                             h.hash_slot_count))
         if h.index_count > 1 and h.begin_phy_offset > h.end_phy_offset:
-            problems.append((16, "beginPhyOffset is after endPhyOffset", f"<= {h.end_phy_offset}",
+            problems.append((at["beginPhyOffset"], "beginPhyOffset is after endPhyOffset", f"<= {h.end_phy_offset}",
                              h.begin_phy_offset))
         return problems
 

@@ -21,6 +21,8 @@ from mqtool.storage.indexfile import IndexFile
 
 # ---------------------------------------------------------------------- index
 
+HEADER_AT = index_format.HEADER_FIELD_AT    # where a finding about a header field points
+
 def read_entries(ix, count: int):
     first_entry = index_format.entry_position(ix.hash_slot_num, 0)
     entries = np.frombuffer(ix.buf, dtype=index_format.entry_dtype(), count=count, offset=first_entry)
@@ -69,7 +71,7 @@ def index_task(layout, path_text: str, slots: int, index_num: int, newest: bool 
         del buf
         result.entries = max(count - 1, 0)
         if used != h.hash_slot_count:
-            result.findings.append(Finding("index", "bad-header", shown, 32, None,
+            result.findings.append(Finding("index", "bad-header", shown, HEADER_AT["hashSlotCount"], None,
                                            "hashSlotCount is not the number of used slots",
                                            expected=used, found=h.hash_slot_count))
         for slot, kind in zip(bad_slots[:n_slots].tolist(), slot_kinds[:n_slots].tolist()):
@@ -88,7 +90,7 @@ def index_task(layout, path_text: str, slots: int, index_num: int, newest: bool 
         if count > 1:
             first, last = ix.entry(1).phy_offset, ix.entry(count - 1).phy_offset
             if h.begin_phy_offset != first or h.end_phy_offset != last:
-                result.findings.append(Finding("index", "bad-header", shown, 16, None,
+                result.findings.append(Finding("index", "bad-header", shown, HEADER_AT["beginPhyOffset"], None,
                                                "beginPhyOffset/endPhyOffset are not the first and last entries'",
                                                expected=[first, last], found=[h.begin_phy_offset, h.end_phy_offset]))
             result.pointers.append(Pointers("index", path_text, int(low), int(high), slots=slots,
@@ -142,11 +144,11 @@ def check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, hi
             result.findings.append(finding)
     known = ts > 0
     # the header's times are the first and the last entry's store times
-    for number, where, expected_ts, field_name in ((1, 0, pointer.begin_timestamp, "beginTimestamp"),
-                                                   (count - 1, 8, pointer.end_timestamp, "endTimestamp")):
+    for number, expected_ts, field_name in ((1, pointer.begin_timestamp, "beginTimestamp"),
+                                            (count - 1, pointer.end_timestamp, "endTimestamp")):
         at = np.flatnonzero(rows == number)
         if len(at) and known[at[0]] and int(ts[at[0]]) != expected_ts:
-            result.findings.append(Finding("index", "bad-header", shown, where, None,
+            result.findings.append(Finding("index", "bad-header", shown, HEADER_AT[field_name], None,
                                            f"{field_name} is not the {'first' if number == 1 else 'last'} "
                                            "entry's store time", expected=int(ts[at[0]]), found=expected_ts))
     # timeDiff is (store time - beginTimestamp) / 1000 from the second entry on (the first was

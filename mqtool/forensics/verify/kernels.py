@@ -13,7 +13,7 @@ import numpy as np
 from mqtool.formats.index import ENTRY_SIZE, KEY_HASH_AT, PHY_OFFSET_AT, PREV_INDEX_AT, SLOT_SIZE, TIME_DIFF_AT
 from mqtool.formats.index import HEADER_SIZE as INDEX_HEADER
 from mqtool.formats.consumequeue import COMMIT_LOG_OFFSET_AT, PRE_BLANK, SIZE_AT, TAGS_CODE_AT, UNIT_SIZE, unit_dtype
-from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_prefix
+from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_end, key_prefix
 from mqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.native.fastscan import (
     HAS_DELAY,
@@ -139,9 +139,7 @@ def check_entries(buf, base, limit, phy, hashes, store_ts, found):
                 if not matched and keys_lo >= 0:
                     a = keys_lo
                     while a <= keys_hi and not matched:
-                        b = a
-                        while b < keys_hi and buf[b] != 32:
-                            b += 1
+                        b = key_end(buf, a, keys_hi)
                         if b > a and index_hash(java_hash(buf, a, b, prefix, state)) == hashes[i]:
                             matched = True
                         a = b + 1

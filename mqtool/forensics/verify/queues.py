@@ -30,9 +30,10 @@ from mqtool.storage.mappedfile import MappedFile
 # ------------------------------------------------------------- consume queues
 
 def read_units(mf):
-    """A consume queue file's units as int64 columns, with the masks that classify them.  The
-    columns stop at the file's last data: the units past it lie in a hole (all zeros, not
-    written), which a broker's pre-allocated queue file mostly is."""
+    """A consume queue file's units as int64 columns, with the masks that classify them as
+    kernels.unit_summary does (for the rare file whose units do not go up, and the units pointing
+    outside the commitlog).  The columns stop at the file's last data: the units past it lie in
+    a hole (all zeros, not written), which a broker's pre-allocated queue file mostly is."""
     count = min(-(-mf.data_end // UNIT_SIZE), mf.file_size // UNIT_SIZE)
     units = np.frombuffer(mf.buf, dtype=unit_dtype(), count=count)
     offsets = units["commitLogOffset"].astype(np.int64)
