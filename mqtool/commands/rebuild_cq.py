@@ -38,7 +38,6 @@ def cli(run, store, config_path, settings, as_json, topics, with_index, dry_run,
         raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
     config = run.write_config(store, config_path, settings)
     layout = discover(config, config_given=True)
-    options.check_engine(engine, master, spark_conf)
     sizes = _sizes_used(config, with_index)
     for what, size, origin in sizes:
         if origin == "RocketMQ's default":

@@ -39,7 +39,6 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
     """
     from mqtool.forensics import verify
 
-    options.check_engine(engine, master, spark_conf)
     layout = open_layout(store, config_path, settings)
     every = verify.all_scopes(layout) if "all" in scope else ()
     scopes = tuple(s for s in verify.SCOPES if s in scope or s in every)
