@@ -5,6 +5,7 @@ kernels were built ahead of time, nothing imports numba.  Checked by what each p
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -80,10 +81,12 @@ def test_a_command_loads_its_own_module_only():
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_registered_command_is_that_command(name):
     """COMMANDS names each command's module and one line of help: the module's command has that
-    name, and the line is the command's short help (no second home) and fits the listing."""
+    name, the line is the first paragraph of the command's own help (its docstring: what click
+    would list, had it imported the command) and it fits the listing."""
     command = cli.get_command(click.Context(cli), name)
     assert command is not None and command.name == name
-    assert command.short_help == COMMANDS[name][1]
+    assert inspect.cleandoc(command.help).split("\n\n")[0] == COMMANDS[name][1]
+    assert command.get_short_help_str(limit=80) == COMMANDS[name][1]
     width = 80 - 6 - max(map(len, COMMANDS))       # click's room for it in an 80-column listing
     assert len(COMMANDS[name][1]) <= width and not COMMANDS[name][1].endswith("...")
 

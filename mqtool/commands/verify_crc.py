@@ -30,7 +30,9 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
 @requires.run
 def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, engine, master, spark_conf,
         progress):
-    """Check a store without changing it: records, body CRCs, consume queues, index, timer store.
+    """Check every record, CRC, queue unit and index entry.
+
+    Check a store without changing it: records, body CRCs, consume queues, index, timer store.
 
     Each problem is reported with its kind, file, byte offset, and what was expected and
     found; a summary follows.  Exit 0 when everything checks, 1 when anything is wrong.
