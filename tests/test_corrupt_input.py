@@ -597,6 +597,29 @@ def test_commitlog_file_name_that_is_not_an_offset(store_copy, run_cli):
     assert "commitlog/12345" in info_json(run_cli, store)["commitlog"]["oddFiles"]
 
 
+def test_a_file_outside_the_store_is_named_by_its_path_inside_by_its_path_in_the_store(store_copy, run_cli):
+    """One rule shows a path (storage/fsutil.shown_path): relative to the store, and as given outside
+    it (a commitlog in storePathCommitLog); dump, info and verify-crc name files by it."""
+    from mqtool.storage.fsutil import relative_paths, shown_path
+
+    store = store_copy("basic")
+    outside = store.parent / "elsewhere" / "commitlog"
+    outside.parent.mkdir()
+    shutil.move(store / "commitlog", outside)
+    (outside / "12345").write_bytes(garbage(100, 6))
+    where = ("--set", f"storePathCommitLog={outside}")
+    result, lines = dump_json(run_cli, store, "commitlog", *where)
+    (problem,) = problems(lines)
+    assert (problem["kind"], problem["file"]) == ("bad-file-name", str(outside / "12345"))
+    info = run_cli("info", store, "--json", *where).json_lines()[0]
+    assert info["commitlog"]["oddFiles"] == [str(outside / "12345")]
+    verify = run_cli("verify-crc", store, "--json", *where)
+    assert {l["file"] for l in verify.json_lines() if l["type"] == "problem"} == {str(outside / "12345")}
+    for show in (relative_paths(store), lambda path: shown_path(path, store)):
+        assert show(store / "consumequeue" / "T" / "0") == "consumequeue/T/0"
+        assert show(outside / "12345") == str(outside / "12345") == shown_path(outside / "12345", None)
+
+
 @pytest.mark.parametrize("name", [f"{FILE_SIZE:020d}\n", "０" * 20, f"{FILE_SIZE:019d}"])
 def test_names_that_only_look_like_offsets_are_not_loaded(name, store_copy, run_cli):
     store = store_copy("basic")

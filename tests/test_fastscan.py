@@ -253,7 +253,7 @@ def test_topic_hash_is_the_columns(extracted):
     try:
         for mf, buf, chunk, parsed in compiled(queue):
             for i in range(chunk.count):
-                assert kernels.topic_hash(chunk.topic(i)) == int(chunk.columns["topic_hash"][i])
+                assert fastscan.topic_hash(chunk.topic(i)) == int(chunk.columns["topic_hash"][i])
     finally:
         queue.close()
 
@@ -281,28 +281,35 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
                 units = np.frombuffer(path.read_bytes(), dtype=consumequeue.unit_dtype())
                 rows = np.flatnonzero(units["size"] > 0)
                 offsets, sizes, tags = (units[k][rows].astype(np.int64) for k in ("commitLogOffset", "size", "tagsCode"))
-                logical = int(path.name) // 20 + rows
-                cases = [(offsets, sizes, tags, logical, topic, queue_id), (offsets + 1, sizes, tags, logical, topic,
-                         queue_id), (offsets - 4, sizes, tags, logical, topic, queue_id),
-                         (offsets, sizes + 1, tags, logical, topic, queue_id), (offsets, sizes, tags ^ 1, logical,
-                         topic, queue_id), (offsets, sizes, tags, logical + 1, topic, queue_id),
-                         (offsets, sizes, tags, logical, topic, queue_id + 1), (offsets, sizes, tags, logical,
-                         topic + "X", queue_id), (offsets[::-1], sizes[::-1], tags[::-1], logical[::-1], topic,
+                logical0 = int(path.name) // 20
+                cases = [(offsets, sizes, tags, logical0, topic, queue_id), (offsets + 1, sizes, tags, logical0, topic,
+                         queue_id), (offsets - 4, sizes, tags, logical0, topic, queue_id),
+                         (offsets, sizes + 1, tags, logical0, topic, queue_id), (offsets, sizes, tags ^ 1, logical0,
+                         topic, queue_id), (offsets, sizes, tags, logical0 + 1, topic, queue_id),
+                         (offsets, sizes, tags, logical0, topic, queue_id + 1), (offsets, sizes, tags, logical0,
+                         topic + "X", queue_id), (offsets[::-1], sizes[::-1], tags[::-1], logical0, topic,
                          queue_id)]
-                for offs, szs, tgs, lgc, tpc, qid in cases:
+                for offs, szs, tgs, lg0, tpc, qid in cases:
                     where = file_of(offs)
                     for f in np.unique(where).tolist():
                         mf, buf, records = files[f]
                         sel = np.flatnonzero(where == f)
-                        args = (buf, mf.file_from_offset, mf.file_size, offs[sel], szs[sel], tgs[sel], lgc[sel])
+                        raw = np.zeros(len(sel), dtype=consumequeue.unit_dtype())     # the units as a file holds them
+                        raw["commitLogOffset"], raw["size"], raw["tagsCode"] = offs[sel], szs[sel], tgs[sel]
+                        raw = np.frombuffer(raw.tobytes(), dtype=np.uint8)
                         schedule = tpc == "SCHEDULE_TOPIC_XXXX"
-                        expected = np.empty(len(sel), dtype=np.int64)
-                        kernels.check_units(*args, np.frombuffer(tpc.encode(), dtype=np.uint8), qid, schedule,
-                                             delays, expected)
-                        got, read = kernels.check_units_scanned(records, *args, tpc, qid, schedule, delays)
-                        assert got.tolist() == expected.tolist(), (path, tpc, qid)
-                        settled += len(sel) - read
-                        unsettled += read
+                        for rows_given in (np.zeros(0, dtype=np.int64), np.arange(len(sel))[::-2].copy()):
+                            at = rows_given if len(rows_given) else np.arange(len(sel))
+                            expected = np.empty(len(at), dtype=np.int64)
+                            kernels.check_units(buf, mf.file_from_offset, mf.file_size, offs[sel][at], szs[sel][at],
+                                                tgs[sel][at], lg0 + at, np.frombuffer(tpc.encode(), dtype=np.uint8),
+                                                qid, schedule, delays, expected)
+                            got, read = kernels.check_units_scanned(records, buf, mf.file_from_offset, mf.file_size,
+                                                                    raw, 0, len(sel), rows_given, lg0, tpc, qid,
+                                                                    schedule, delays)
+                            assert got.tolist() == expected.tolist(), (path, tpc, qid)
+                            settled += len(at) - read
+                            unsettled += read
         slots, index_num = layout.index_geometry()
         for info in layout.index_files():
             ix = IndexFile(info.path, slots, index_num)
@@ -349,6 +356,41 @@ def test_kernel_cache_goes_where_this_user_can_write(tmp_path):
     assert os.stat(chosen).st_mode & 0o777 == 0o700
     assert cache_dir_for(str(package), {"NUMBA_CACHE_DIR": "/elsewhere"}, writable=only_xdg) is None
 
+
+
+LOAD_RACE = """
+import sys, threading, time
+from mqtool.native import jit
+
+square = jit.njit(lambda x: x * x)       # a declared function, made by load()
+ran = []
+jit.when_loaded(lambda numba: (time.sleep(1.0), ran.append("hook")))
+loader = threading.Thread(target=jit.load)
+loader.start()
+while jit._numba is None:                # the other thread is inside load(): numba is there
+    time.sleep(0.0005)
+if sys.argv[1] == "load":
+    jit.load()
+else:
+    square.real()
+print("after the hooks" if ran else "before the hooks", flush=True)
+loader.join()
+"""
+
+
+@pytest.mark.parametrize("call", ["load", "deferred"])
+def test_no_thread_goes_on_before_the_load_hooks_ran(call):
+    """native/jit.load runs the when_loaded hooks (aot's typing of the built kernels) under its lock:
+    a second thread's load(), or its call of a declared function, returns only after they ran."""
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=repo)
+    done = subprocess.run([sys.executable, "-c", LOAD_RACE, call], capture_output=True, text=True, env=env,
+                          cwd=repo, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "after the hooks"
 
 
 def _compiled_java_hash():

@@ -249,6 +249,40 @@ def test_index_layout_offsets_derived_from_the_schema_read_a_real_index_file(ext
                          "timeDiff": struct.unpack_from(">i", raw, at + index.TIME_DIFF_AT)[0],
                          "prevIndex": struct.unpack_from(">i", raw, at + index.PREV_INDEX_AT)[0]}
     assert header["indexCount"] > 1
+    import numpy as np      # the numpy reader of many entries at once, from the same schema
+
+    count = header["indexCount"]
+    block = np.frombuffer(raw, dtype=index.entry_dtype(), count=count - 1, offset=first + index.ENTRY_SIZE)
+    assert [{name: int(row[name]) for name in block.dtype.names} for row in block] == [
+        plain(index.ENTRY.parse(raw[first + n * index.ENTRY_SIZE:])) for n in range(1, count)]
+
+
+def test_fixed_fields_reads_every_fixed_schema_as_the_schema_does(extracted):
+    """formats/fixedfields, the one reading of a schema's layout: its struct, offsets, widths and
+    numpy type read the broker's bytes as the schema parses them, and a schema with a field of
+    variable size is refused."""
+    import numpy as np
+
+    from mqtool.formats import dledger, fixedfields
+
+    raw = sorted((extracted("basic") / "index").iterdir())[0].read_bytes()
+    slots = (len(raw) - index.HEADER_SIZE) // (index.SLOT_SIZE + 4 * index.ENTRY_SIZE)
+    entries = raw[index.HEADER_SIZE + slots * index.SLOT_SIZE:]
+    data = next((extracted("dledger1")).glob("dledger-*/data/00000000000000000000")).read_bytes()
+    units = next((extracted("dledger1")).glob("dledger-*/index/00000000000000000000")).read_bytes()
+    cases = [(index.HEADER, raw), (index.ENTRY, entries[index.ENTRY_SIZE:]), (RECORD_HEADER, bytes(
+        extracted("basic").joinpath("commitlog", "00000000000000000000").read_bytes()[:8])),
+             (dledger.ENTRY_HEADER, data), (dledger.INDEX_UNIT, units)]
+    for schema, buf in cases:
+        parsed = plain(schema.parse(buf))
+        assert parsed and list(fixedfields.fixed_struct(schema).unpack_from(buf, 0)) == list(parsed.values())
+        assert {name: int.from_bytes(buf[at:at + width], "big", signed=name != "magicCode")
+                for name, (at, width) in fixedfields.widths(schema).items()} == parsed
+        assert fixedfields.offsets(schema) == {name: at for name, (at, _) in fixedfields.widths(schema).items()}
+        row = np.frombuffer(buf, dtype=fixedfields.numpy_dtype(schema), count=1)[0]
+        assert {name: int(row[name]) for name in parsed} == parsed
+    with pytest.raises(ValueError):
+        fixedfields.fixed_struct(RECORD)
 
 
 @given(records(), st.binary(max_size=64), st.binary(max_size=64), st.integers(0, 1 << 40))
@@ -363,6 +397,23 @@ def test_blank_round_trip(size):
     assert BLANK.build(plain(BLANK.parse(data))) == data
     assert plain(RECORD_HEADER.parse(data)) == {"totalSize": size, "magicCode": BLANK_MAGIC}
     assert RECORD_HEADER.build(plain(RECORD_HEADER.parse(data))) == data
+    assert commitlog.decode_record_header(data, 0) == (size, BLANK_MAGIC) and commitlog.begins_record(data)
+
+
+def test_record_header_tells_a_record_from_a_dledger_entry(extracted):
+    """decode_record_header / begins_record, what storage asks of a file's first 8 bytes (a
+    commitlog file moved into DLedger's data/, the BLANK a switch to DLedger leaves): a broker's
+    record and a broker's DLedger entry, and the ends of a record's header."""
+    from mqtool.formats import dledger
+
+    record = extracted("basic").joinpath("commitlog", "00000000000000000000").read_bytes()[:64]
+    parsed = plain(RECORD_HEADER.parse(record))
+    assert commitlog.decode_record_header(record, 0) == (parsed["totalSize"], parsed["magicCode"])
+    assert parsed["magicCode"] in commitlog.MESSAGE_MAGICS and commitlog.begins_record(record)
+    entry = next(extracted("dledger1").glob("dledger-*/data/00000000000000000000")).read_bytes()[:64]
+    assert dledger.decode_magic_size(entry, 0)[0] == dledger.MAGIC_1 and not commitlog.begins_record(entry)
+    assert commitlog.begins_record(entry[dledger.HEADER_SIZE:])      # the record in the entry's body
+    assert not commitlog.begins_record(record[:7]) and not commitlog.begins_record(bytes(8))
 
 
 @given(st.integers(8, 4096), st.integers(0, 1 << 40))

@@ -238,6 +238,23 @@ def test_broker_conf_bad_value_is_a_usage_error_naming_the_line(store_copy, tmp_
     assert "line 1" in result.err and "mappedFileSizeCommitLog" in result.err
 
 
+def test_one_reader_of_a_broker_conf_for_every_command(extracted, tmp_path, run_cli):
+    """storage/config.read_broker_conf reads a broker.conf for every command: stats and export, which
+    ask it for brokerName first, refuse an unreadable one as info does, and take the last line of a key."""
+    missing = tmp_path / "nowhere" / "broker.conf"
+    store = extracted("basic")
+    said = {command: run_cli(command, store, "--config", missing, *more)
+            for command, more in (("info", ()), ("stats", ()), ("export", ("--out", tmp_path / "out")))}
+    assert {(r.code, r.err) for r in said.values()} == {
+        (2, f"mqtool: {missing}: cannot read broker config: No such file or directory\n")}
+    from mqtool.storage.settings import given_setting
+
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"brokerName = a\nbrokerName=b \n# brokerName=c\n")
+    assert given_setting(str(conf), (), "brokerName") == "b"
+    assert given_setting(str(conf), ("brokerName=d",), "brokerName") == "d"
+
+
 @pytest.mark.parametrize("folder", ["dledger-n0", "RaftNode00-n0"])
 def test_an_empty_dledger_folder_beside_a_commitlog_is_a_switch_not_yet_started(folder, store_copy, run_cli):
     """DLedger's layouts: the old dledger-<id>/ and the default <group>-<selfId>/ with data/,

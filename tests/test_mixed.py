@@ -359,6 +359,43 @@ def test_clean_expires_the_old_files_as_dledgercommitlog_does_and_keeps_dledgers
     assert refused.code == 3 and "dledger" in refused.err
 
 
+def test_the_last_old_file_goes_through_the_checks_every_file_does(store_copy):
+    """The last old file, once the only one, is deleted by the checks every commitlog file goes
+    through: a reader holding it has it shut down and kept (referenced), and a later run deletes the
+    hanged file (redeleteHangedFile) at any hour, forcibly destroyMapedFileIntervalForcibly after the
+    first attempt, rather than leave a file no reader can take in the commitlog."""
+    from test_reclaim import FixedDisk, actions, local_ms
+
+    from mqtool.engine.clock import ManualClock
+    from mqtool.engine.reclaim import Policy
+    from mqtool.engine.store import MessageStore
+    from mqtool.storage.config import StoreConfig
+
+    store = store_copy(NAME)
+    clock = ManualClock(local_ms(11))               # outside deleteWhen=04
+    old = sorted((store / "commitlog").iterdir())
+    for path in old:
+        os.utime(path, (clock.now / 1000 - 100 * 3600,) * 2)
+    config = StoreConfig(storePathRootDir=str(store), mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=6000,
+                         maxHashSlotNum=100, maxIndexNum=400, storeFormat="5")
+    with MessageStore(config, clock=clock, disk_usage=FixedDisk(0.10), start_services=False, writer="clean").open() as ms:
+        first = actions(ms.reclaim(Policy(ignore_window=True)))
+        assert first[:4] == [(p.name, "delete", "expired") for p in old[:3]] + [(old[3].name, "keep", "last-old-file")]
+        last = ms.commitlog_queue.files[0]
+        assert last.hold()                                            # a reader
+        report = ms.reclaim(Policy(ignore_window=True))
+        assert actions(report) == [(old[3].name, "keep", "referenced")]
+        assert not last.available and not last.hold()                 # no new reader can take it
+        clock.advance(60000)
+        assert actions(ms.reclaim()) == [(old[3].name, "keep", "referenced")]
+        clock.advance(60000)                                           # 120 s after the first attempt
+        report = ms.reclaim()
+        assert actions(report)[0] == (old[3].name, "delete", "hanged")
+        assert "held by 1 reader(s)" in report.decisions[0].why
+        last.release()
+    assert list((store / "commitlog").iterdir()) == []
+
+
 def test_clean_undo_puts_every_old_file_back_after_the_last_went(store_copy, run_cli):
     """Staged in trash/, the old files come back with --undo even once none is left in commitlog/
     (the store then looks like a plain DLedger store, whose DLedger files clean never touches)."""
@@ -375,6 +412,28 @@ def test_clean_undo_puts_every_old_file_back_after_the_last_went(store_copy, run
     assert undo.code == 0, undo.err
     assert sorted(p.name for p in (store / "commitlog").iterdir()) == before
     assert run_cli("verify-crc", store, "--scope", "all").code == 0
+
+
+def test_old_files_staged_from_a_commitlog_outside_the_store_keep_it_switched(store_copy, run_cli):
+    """The old commitlog in storePathCommitLog, outside the store: its staged files wait in
+    trash/external/<its path>.  The store stays a switched one while they wait (storage/layout's
+    kept_place, where engine/trash puts them), so clean keeps DLedger's files and --undo puts them back."""
+    store = store_copy(NAME)
+    outside = store.parent / "old-commitlog"
+    shutil.move(store / "commitlog", outside)
+    where = ("--set", f"storePathCommitLog={outside}")
+    before = sorted(p.name for p in outside.iterdir())
+    for _ in range(2):
+        result, _ = _clean(run_cli, store, "--delete-delay", "1h", *where)
+        assert result.code == 0, result.err
+    assert list(outside.iterdir()) == [] and not (store / "trash" / "commitlog").exists()
+    assert sorted(p.name for p in (store / "trash" / "external").rglob("0*")) == before
+    result, decisions = _clean(run_cli, store, "--delete-delay", "1h", "--dry-run", *where)
+    assert result.code == 0, result.err
+    assert [(d["action"], d["reason"]) for d in decisions] == [("keep", "dledger-off")] * 3
+    undo = run_cli("clean", store, "--undo", *where)
+    assert undo.code == 0, undo.err
+    assert sorted(p.name for p in outside.iterdir()) == before
 
 
 def test_files_moved_by_hand_into_dledgers_folder_are_named_not_cut(store_copy, run_cli):
@@ -394,6 +453,15 @@ def test_files_moved_by_hand_into_dledgers_folder_are_named_not_cut(store_copy, 
     assert found == [("moved-by-hand", n) for n in (0, 65536, 131072, 196608)]
     info = run_cli("info", store, "--json")
     assert info.code == 1 and any("moved there by hand" in p for p in info.json_lines()[0]["problems"])
+    # one rule names them for info, verify-crc and the writers' census (storage/dledger.moved_files)
+    from mqtool.storage import census, dledger
+    from mqtool.storage.config import StoreConfig
+    from mqtool.storage.layout import discover
+
+    moved = sorted((store / "dledger-n0" / "data").glob("0000000000000*"))[:4]
+    assert info.json_lines()[0]["movedByHand"] == [str(p) for p in moved]
+    layout = discover(StoreConfig(storePathRootDir=str(store)))
+    assert census.take(layout).moved == dledger.moved_files(layout) == moved
     (store / "abort").write_text(str(os.getpid() + 10_000_000))
     before = snapshot(store)
     refused = run_cli("recover", store, *SIZES)

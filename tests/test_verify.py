@@ -485,3 +485,43 @@ def test_data_end_of_sparse_files(tmp_path):
     assert 10 <= end_of([0], size) <= size
     assert end_of([size - 10], size) == size
     assert end_of([0, 500_000], size) >= 500_010
+
+
+def test_consume_queue_files_on_their_own(store_copy, run_cli):
+    """What a queue file holds whatever the commitlog says: a unit zeroed between written ones
+    is a hole, a unit that is neither valid nor ConsumeQueue.fillPreBlank's is invalid, and so is
+    a pre-blank anywhere but at the start of the queue; a file whose units do not go up is still
+    checked unit by unit against the records (its units swapped: each at the other's queue offset)."""
+    store = store_copy("multifile")
+    units = _cq_units("multifile")
+    topic, queue_id = units[0]["topic"], units[0]["queueId"]
+    mine = sorted((u for u in units if (u["topic"], u["queueId"]) == (topic, queue_id)), key=lambda u: u["offset"])
+    assert len(mine) > 300      # two files at least: the second is not the queue's first
+    path, _ = _unit_file(store, mine[300], 300)
+    _patch(path, 10 * 20, bytes(20))                                   # a hole
+    _patch(path, 20 * 20, struct.pack(">qiq", -5, 10, 0))              # neither valid nor a pre-blank
+    _patch(path, 0, struct.pack(">qiq", 0, 0x7FFFFFFF, 0))             # a pre-blank, not at the queue's start
+    _patch(path, 30 * 20, struct.pack(">qiq", mine[331]["commitLogOffset"], mine[331]["size"], mine[331]["tagsCode"]))
+    _patch(path, 31 * 20, struct.pack(">qiq", mine[330]["commitLogOffset"], mine[330]["size"], mine[330]["tagsCode"]))
+    result, found, _ = problems(run_cli, store, "--scope", "cq")
+    assert result.code == 1
+    shown = str(path.relative_to(store))
+    got = {(p["kind"], p["fileOffset"]): p for p in found if p["file"] == shown}
+    assert set(got) == {("cq-hole", 200), ("invalid-unit", 400), ("invalid-unit", 0),
+                        ("unit-wrong-queue-offset", 600), ("unit-wrong-queue-offset", 620)}
+    assert got[("invalid-unit", 400)]["found"] == [-5, 10, 0]
+    assert got[("invalid-unit", 0)]["found"] == [0, 0x7FFFFFFF, 0]
+    assert (got[("unit-wrong-queue-offset", 600)]["expected"], got[("unit-wrong-queue-offset", 600)]["found"]) == (330, 331)
+
+
+def test_pre_blanks_that_start_a_queue_are_normal(store_copy, run_cli):
+    """ConsumeQueue.fillPreBlank fills a queue that starts past 0 with pre-blank units: at the
+    start of its first file they are no problem; the units after them are checked as before."""
+    store = store_copy("basic")
+    path = store / "consumequeue" / "BasicTopic" / "2" / "00000000000000000000"
+    for i in range(3):
+        _patch(path, i * 20, struct.pack(">qiq", 0, 0x7FFFFFFF, 0))
+    _patch(path, 5 * 20 + 8, struct.pack(">i", 10))            # and a real problem after them
+    _, found, _ = problems(run_cli, store, "--scope", "cq")
+    unit_findings = {(p["kind"], p["fileOffset"]) for p in found if p["file"] == "consumequeue/BasicTopic/2/00000000000000000000"}
+    assert unit_findings == {("unit-size-mismatch", 100)}

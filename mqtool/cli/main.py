@@ -166,6 +166,9 @@ def run(argv=None) -> int:
 
 
 def main() -> None:
+    # numpy's OpenBLAS starts a thread per core when it is imported, and they spin a while
+    # (about 0.06 s of CPU a command): mqtool does no linear algebra, so one thread will do
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     heap.keep_freed_memory()
     heap.fewer_collections()
     sys.exit(run())

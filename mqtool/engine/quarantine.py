@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mqtool.errors import RefusedError
 from mqtool.storage import fsutil
+from mqtool.storage.layout import kept_place
 
 
 class Quarantine:
@@ -40,10 +41,7 @@ class Quarantine:
         return self.dir
 
     def _relative(self, path: Path) -> Path:
-        try:
-            return Path(path).resolve().relative_to(self.store_root.resolve())
-        except ValueError:  # a commitlog directory outside the store root
-            return Path("external") / Path(path).resolve().relative_to("/")
+        return Path(kept_place(self.store_root, path))    # external/... for a commitlog outside the store
 
     def _ensure_room(self, nbytes: int) -> None:
         target = self.base_dir if self.base_dir.exists() else self.base_dir.parent

@@ -518,7 +518,8 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     queue = store.commitlog_queue
     # a store switched to DLedger: DLedgerCommitLog.recover walks DLedger's files only, once it has
     # any (the old commitlog was recovered, and ended with a BLANK, when DLedger started)
-    files = dledger.recovered_part(queue).files
+    part = dledger.recovered_part(queue)
+    files = part.files
     # ... and with no DLedger data yet it recovers the old commitlog normally, even after a crash
     abnormal = abnormal and not dledger.switch_pending(store.layout, queue)
     mode = "abnormal" if abnormal else "normal"
@@ -531,8 +532,7 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     bad_record, ledger = [], []    # a DLedger store: the first kept entry whose record is not valid; LedgerCut
     units = dledger.IndexUnits(store.layout.dledger_index_files()) if store.layout.is_dledger() else None
     try:
-        cut, data_end, stop, records = walk_for_recovery(dledger.recovered_part(queue), start_index,
-                                                         config.checkCRCOnRecover,
+        cut, data_end, stop, records = walk_for_recovery(part, start_index, config.checkCRCOnRecover,
                                                          dispatch_stop=bad_record, units=units, ledger=ledger)
         written = _units_written(units) if units is not None else 0
     finally:

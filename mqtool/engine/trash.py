@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mqtool.storage import fsutil
+from mqtool.storage.layout import TRASH_DIR, kept_place, store_relative
 
-TRASH_DIR = "trash"
 MANIFEST = "staged.json"
 
 
@@ -42,6 +42,11 @@ class Staged:
     topic: str | None = None
     queue_id: int | None = None
     extra: dict = field(default_factory=dict)
+
+    @property
+    def shown(self) -> str:
+        """Where it is now, relative to the store (trash/...)."""
+        return f"{TRASH_DIR}/{self.trash}"
 
 
 def _unreadable(path, why: str):
@@ -97,12 +102,8 @@ class Trash:
 
     def relative(self, path) -> str:
         """A file's path relative to the store (absolute when it lies outside, as a
-        commitlog in storePathCommitLog may)."""
-        path = Path(path)
-        try:
-            return str(path.resolve().relative_to(self.root.resolve()))
-        except ValueError:
-            return str(path.resolve())
+        commitlog in storePathCommitLog may): storage/layout.store_relative."""
+        return store_relative(self.root, path)
 
     # ------------------------------------------------------------------ writing
     def stage(self, path, *, kind: str, size: int, now_ms: int, delay_ms: int, run: int, reason: str,
@@ -111,7 +112,7 @@ class Trash:
         """Move path into the trash; it is due delay_ms from now."""
         path = Path(path)
         rel = self.relative(path)
-        inside = rel if not Path(rel).is_absolute() else os.path.join("external", rel.lstrip("/"))
+        inside = kept_place(self.root, path)
         target = self.dir / inside
         n = 1
         while target.exists() or any(e.trash == str(target.relative_to(self.dir)) for e in self.entries):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from mqtool.errors import MqError
 from mqtool.formats import commitlog as fmt
@@ -27,6 +26,7 @@ from mqtool.formats.filenames import is_index_name
 from mqtool.formats.index import index_key
 from mqtool.storage import batchqueue, commitlog, consumequeue
 from mqtool.storage.commitlog import Problem
+from mqtool.storage.fsutil import shown_path
 from mqtool.storage.indexfile import IndexFile, query_offsets
 from mqtool.storage.topics import is_safe_directory_name
 
@@ -159,11 +159,7 @@ class StoreReader:
         """path relative to the store, as answers name files (once per file: every record read names one)."""
         shown = self._shown.get(path)
         if shown is None:
-            try:
-                shown = str(Path(path).relative_to(self.layout.root))
-            except ValueError:
-                shown = str(path)
-            self._shown[path] = shown
+            shown = self._shown[path] = shown_path(path, self.layout.root)
         return shown
 
     # ------------------------------------------------------------- commitlog

@@ -157,7 +157,7 @@ def gather(layout) -> dict:
         with commitlog.open_queue(layout) as queue:
             info["dledger"] = dledger.read_ledger(layout, queue, end=end).to_json()
             info["division"] = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
-            info["movedByHand"] = [str(p) for p in dledger.moved_files(queue)]
+            info["movedByHand"] = [str(p) for p in dledger.moved_files(layout)]
 
     queues = []
     cq_files = []

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from construct import Int16sb, Int32sb, Int64sb, Struct
 
+from mqtool.formats.fixedfields import numpy_dtype
+
 UNIT_SIZE = 46
 INVALID_POS = -1
 DEFAULT_FILE_SIZE = 300000 * UNIT_SIZE
@@ -31,15 +33,11 @@ assert UNIT.sizeof() == UNIT_SIZE
 
 # the same layout for whole files at once (tested against UNIT): UNIT_DTYPE, made with numpy when
 # first asked for (module __getattr__), so that reading the schema does not load numpy
-_UNIT_FIELDS = [("offset", ">i8"), ("size", ">i4"), ("tagsCode", ">i8"), ("storeTime", ">i8"),
-                ("msgBaseOffset", ">i8"), ("batchSize", ">i2"), ("compactedOffset", ">i4"), ("reserved", ">i4")]
 
 
 def __getattr__(name):
     if name == "UNIT_DTYPE":
-        import numpy as np
-
-        dtype = globals()["UNIT_DTYPE"] = np.dtype(_UNIT_FIELDS)
+        dtype = globals()["UNIT_DTYPE"] = numpy_dtype(UNIT)
         assert dtype.itemsize == UNIT_SIZE
         return dtype
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

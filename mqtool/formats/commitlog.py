@@ -42,8 +42,9 @@ from construct import (
     this,
 )
 
-from mqtool.formats import sysflag
+from mqtool.formats import fixedfields, sysflag
 from mqtool.formats.crc import body_crc
+from mqtool.formats.fixedfields import inner, struct_format
 from mqtool.formats.hosts import format_host, parse_host
 from mqtool.formats.properties import decode_properties
 
@@ -52,7 +53,7 @@ MAGIC_V2 = 0xDAA320AB
 BLANK_MAGIC = 0xCBD43194
 MESSAGE_MAGICS = (MAGIC_V1, MAGIC_V2)
 
-BLANK_HEADER_SIZE = 8  # a BLANK record writes only totalSize and magic
+BLANK_HEADER_SIZE = 8  # a BLANK record writes only totalSize and magic (RECORD_HEADER)
 END_FILE_MIN_BLANK_LENGTH = 4 + 4  # CommitLog: a record needs length + 8 <= space left
 MAX_TOPIC_LENGTH_V1 = 127  # Byte.MAX_VALUE
 MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
@@ -155,27 +156,11 @@ def _field(name: str):
     return next(sub for sub in RECORD.subcons if sub.name == name)
 
 
-def _inner(sub):
-    """A field's construct without its name and adapters (Renamed, Default, OneOf, _Utf8...)."""
-    while not hasattr(sub, "fmtstr") and not hasattr(sub, "lengthfield") and hasattr(sub, "subcon"):
-        sub = sub.subcon
-    return sub
-
-
 def _run(first: str) -> dict:
-    """name -> (offset from the run's start, struct format) of the fixed-size fields from `first`
-    on, up to the first field of variable size (whose offset is there too, format None)."""
+    """The run of fixed-size fields from `first` on (fixedfields.run): name -> (offset from the
+    run's start, struct format), up to the first field of variable size (format None)."""
     names = [sub.name for sub in RECORD.subcons]
-    out, at = {}, 0
-    for sub in RECORD.subcons[names.index(first):]:
-        inner = _inner(sub)
-        fmt = getattr(inner, "fmtstr", None)
-        if fmt is None:      # a host, the body, the topic: the run ends here
-            out[sub.name] = (at, None)
-            break
-        out[sub.name] = (at, fmt)
-        at += inner.sizeof()
-    return out
+    return fixedfields.run(RECORD.subcons[names.index(first):])
 
 
 HEAD_FIELDS = _run("totalSize")           # totalSize .. bornTimestamp, then bornHost
@@ -192,42 +177,33 @@ PHYSICAL_OFFSET_AT = HEAD_FIELDS["physicalOffset"][0]
 SYS_FLAG_AT = HEAD_FIELDS["sysFlag"][0]
 BORN_TIMESTAMP_AT = HEAD_FIELDS["bornTimestamp"][0]
 BORN_HOST_AT = HEAD_FIELDS["bornHost"][0]
-HOST_V4_SIZE = _inner(_field("bornHost")).elsesubcon.sizeof()     # address and port
-HOST_V6_SIZE = _inner(_field("bornHost")).thensubcon.sizeof()
-HOST_PORT_SIZE = next(sub for sub in _inner(_field("bornHost")).elsesubcon.subcon.subcons
+HOST_V4_SIZE = inner(_field("bornHost")).elsesubcon.sizeof()     # address and port
+HOST_V6_SIZE = inner(_field("bornHost")).thensubcon.sizeof()
+HOST_PORT_SIZE = next(sub for sub in inner(_field("bornHost")).elsesubcon.subcon.subcons
                       if sub.name == "port").sizeof()                  # after the address
 STORE_HOST_AFTER_BORN_HOST = STORE_FIELDS["storeHost"][0]       # storeTimestamp lies between
 RECONSUME_TIMES_IN_TAIL = TAIL_FIELDS["reconsumeTimes"][0]       # the tail starts where storeHost ends
 PREPARED_OFFSET_IN_TAIL = TAIL_FIELDS["preparedTransactionOffset"][0]
 BODY_LENGTH_IN_TAIL = TAIL_FIELDS["body"][0]
-BODY_IN_TAIL = BODY_LENGTH_IN_TAIL + _inner(_field("body")).lengthfield.sizeof()
-TOPIC_LENGTH_SIZE_V1 = _inner(_inner(_field("topic")).elsesubcon).lengthfield.sizeof()
-TOPIC_LENGTH_SIZE_V2 = _inner(_inner(_field("topic")).thensubcon).lengthfield.sizeof()
-PROPERTIES_LENGTH_SIZE = _inner(_field("properties")).lengthfield.sizeof()
+BODY_IN_TAIL = BODY_LENGTH_IN_TAIL + inner(_field("body")).lengthfield.sizeof()
+TOPIC_LENGTH_SIZE_V1 = inner(inner(_field("topic")).elsesubcon).lengthfield.sizeof()
+TOPIC_LENGTH_SIZE_V2 = inner(inner(_field("topic")).thensubcon).lengthfield.sizeof()
+PROPERTIES_LENGTH_SIZE = inner(_field("properties")).lengthfield.sizeof()
 
 
-def _format(fields: dict, through: str) -> str:
-    """The struct format of a run's fields up to and including `through`."""
-    fmt = ""
-    for name, (_, f) in fields.items():
-        fmt += f.lstrip("<>=!")
-        if name == through:
-            return ">" + fmt
-    raise KeyError(through)
-
-
-HEAD_FORMAT = _format(HEAD_FIELDS, "bornTimestamp")
-STORE_TIMESTAMP_FORMAT = _format(STORE_FIELDS, "storeTimestamp")    # ">q"
-TAIL_FORMAT = _format(TAIL_FIELDS, "preparedTransactionOffset") + _inner(_field("body")).lengthfield.fmtstr[1:]
+HEAD_FORMAT = struct_format(HEAD_FIELDS, "bornTimestamp")
+STORE_TIMESTAMP_FORMAT = struct_format(STORE_FIELDS, "storeTimestamp")    # ">q"
+TAIL_FORMAT = struct_format(TAIL_FIELDS, "preparedTransactionOffset") + inner(_field("body")).lengthfield.fmtstr[1:]
 
 MIN_RECORD_LENGTH = record_length(0, 0, 0, 0)
+assert RECORD_HEADER.sizeof() == BLANK.sizeof() == BLANK_HEADER_SIZE
 
 
 # ---------------------------------------------------------------- fast decoder
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_ENTRY_HEADER = struct.Struct(">iI")
+_ENTRY_HEADER = fixedfields.fixed_struct(RECORD_HEADER)
 _PHYSICAL = struct.Struct(HEAD_FIELDS["physicalOffset"][1])
 _PHYSICAL_END = PHYSICAL_OFFSET_AT + _PHYSICAL.size
 _HOST_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
@@ -340,6 +316,18 @@ END_OF_DATA = None
 """decode_entry's answer for all-zero space: the file's written part ends here."""
 
 
+def decode_record_header(buf, pos: int) -> tuple[int, int]:
+    """(totalSize, magicCode): the 8 bytes (RECORD_HEADER) every record and BLANK starts with, at
+    buf[pos:] (the caller checks they are there)."""
+    return _ENTRY_HEADER.unpack_from(buf, pos)
+
+
+def begins_record(head) -> bool:
+    """Do these bytes begin with a record's or a BLANK's header: 8 bytes whose magicCode is one of
+    theirs (the test DLedgerCommitLog.checkMessageAndReturnSize makes)?"""
+    return len(head) >= BLANK_HEADER_SIZE and decode_record_header(head, 0)[1] in (*MESSAGE_MAGICS, BLANK_MAGIC)
+
+
 def decode_entry(buf, pos: int, limit: int, base_offset: int = 0):
     """Decode the entry at buf[pos:] without reading past buf[:limit].
 
@@ -352,7 +340,7 @@ def decode_entry(buf, pos: int, limit: int, base_offset: int = 0):
         if any(buf[pos:limit]):
             raise RecordError(offset, f"{limit - pos} stray bytes at the end of the file", "truncated")
         return END_OF_DATA
-    total_size, magic = _ENTRY_HEADER.unpack_from(buf, pos)
+    total_size, magic = decode_record_header(buf, pos)
     if magic == BLANK_MAGIC:
         if total_size < BLANK_HEADER_SIZE or total_size != limit - pos:
             raise RecordError(offset, f"BLANK record declares {total_size} bytes but "

@@ -10,9 +10,9 @@ whose offset is negative or whose size is not positive.
 
 from __future__ import annotations
 
-import struct
-
 from construct import Int32sb, Int64sb, Struct
+
+from mqtool.formats.fixedfields import fixed_struct, numpy_dtype, offsets
 
 UNIT_SIZE = 20
 PRE_BLANK = (0, 0x7FFFFFFF, 0)   # ConsumeQueue.fillPreBlank's unit: (0, Integer.MAX_VALUE, 0)
@@ -23,15 +23,21 @@ UNIT = Struct(
     "tagsCode" / Int64sb,
 )
 
-UNIT_STRUCT = struct.Struct(">qiq")
+# the layout, from the schema above: what the compiled kernels (forensics/verify/kernels.py) read
+# units by
+UNIT_FIELD_AT = offsets(UNIT)
+COMMIT_LOG_OFFSET_AT = UNIT_FIELD_AT["commitLogOffset"]
+SIZE_AT = UNIT_FIELD_AT["size"]
+TAGS_CODE_AT = UNIT_FIELD_AT["tagsCode"]
+assert UNIT.sizeof() == UNIT_SIZE
+
+UNIT_STRUCT = fixed_struct(UNIT)
 """Fast decoder for UNIT, checked against it in the round-trip tests."""
 
 
 def unit_dtype():
     """UNIT as a numpy dtype, for reading a file's units at once (numpy loaded only when asked)."""
-    import numpy as np
-
-    return np.dtype([("commitLogOffset", ">i8"), ("size", ">i4"), ("tagsCode", ">i8")])
+    return numpy_dtype(UNIT)
 
 
 def is_valid_unit(offset: int, size: int) -> bool:

@@ -16,6 +16,8 @@ import struct
 
 from construct import Bytes, Int16sb, Int64sb, Struct
 
+from mqtool.formats.fixedfields import run, struct_format
+
 MAX_ADDR = -(1 << 31) - 1
 MIN_LONG = -(1 << 63)
 MIN_UNIT_SIZE = 20
@@ -30,7 +32,7 @@ UNIT = Struct(
     "bitMapSize" / Int16sb,
     "filterBitMap" / Bytes(lambda ctx: max(ctx.bitMapSize, 0)),
 )
-HEAD = struct.Struct(">hqqh")
+HEAD = struct.Struct(struct_format(run(UNIT.subcons), through="bitMapSize"))
 """Fast decoder for UNIT's fixed part, checked against it in the tests."""
 
 

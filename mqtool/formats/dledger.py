@@ -24,11 +24,11 @@ tests/test_dledger.py.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from construct import Adapter, Const, GreedyString, Int32sb, Int64sb, Struct
 
+from mqtool.formats.fixedfields import fixed_struct, numpy_dtype, offsets, widths
 from mqtool.formats.javastr import parse_properties as parse_java_properties
 
 MAGIC_1 = 1                  # DLedgerMmapFileStore.MAGIC_1 (= CURRENT_MAGIC)
@@ -53,20 +53,8 @@ ENTRY_HEADER = Struct(
 
 
 
-def _fields(struct, names=None) -> dict:
-    """name -> (byte offset, width) of a fixed-size Struct's fields (names: only these): the
-    layout as the numpy readers of many entries at once take it."""
-    out, at = {}, 0
-    for sub in struct.subcons:
-        width = sub.sizeof()
-        if names is None or sub.name in names:
-            out[sub.name] = (at, width)
-        at += width
-    return out
-
-
-HEADER_FIELDS = _fields(ENTRY_HEADER, ("magic", "size", "index", "term", "pos"))   # what the ledger checks read
-ENTRY_FIELD_AT = {name: at for name, (at, _) in _fields(ENTRY_HEADER).items()}   # what the compiled walk reads
+HEADER_FIELDS = widths(ENTRY_HEADER, ("magic", "size", "index", "term", "pos"))   # what the ledger checks read
+ENTRY_FIELD_AT = offsets(ENTRY_HEADER)   # what the compiled walk reads
 
 BLANK = Struct(
     "magic" / Const(BLANK_MAGIC, Int32sb),
@@ -93,16 +81,12 @@ class _Properties(Adapter):
         return "".join(f"{k}={v}\n" for k, v in obj.items())
 
 
-UNIT_FIELDS = _fields(INDEX_UNIT)
+UNIT_FIELDS = widths(INDEX_UNIT)
 
 
 def index_unit_dtype():
     """INDEX_UNIT as a numpy record type (big-endian), for a block of units at once."""
-    import numpy as np
-
-    return np.dtype({"names": list(UNIT_FIELDS),
-                     "formats": [">i4" if width == 4 else ">i8" for _, width in UNIT_FIELDS.values()],
-                     "offsets": [at for at, _ in UNIT_FIELDS.values()], "itemsize": INDEX_UNIT_SIZE})
+    return numpy_dtype(INDEX_UNIT)
 
 
 PROPERTIES = _Properties(GreedyString("latin-1"))
@@ -134,10 +118,10 @@ class IndexUnit(NamedTuple):
     term: int
 
 
-_HEADER = struct.Struct(">iiqqqiiii")
-_UNIT = struct.Struct(">iqiqq")
-_MAGIC_SIZE = struct.Struct(">ii")
-assert _HEADER.size == HEADER_SIZE and _UNIT.size == INDEX_UNIT_SIZE
+_HEADER = fixed_struct(ENTRY_HEADER)
+_UNIT = fixed_struct(INDEX_UNIT)
+_MAGIC_SIZE = fixed_struct(BLANK)       # an entry's first 8 bytes are laid out as a blank's
+assert _HEADER.size == HEADER_SIZE and _UNIT.size == INDEX_UNIT_SIZE and ENTRY_FIELD_AT["pos"] == POS_OFFSET
 
 
 def decode_header(buf, pos: int) -> EntryHeader:

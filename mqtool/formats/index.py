@@ -14,9 +14,9 @@ by their creation time in the broker's local time zone, yyyyMMddHHmmssSSS.
 
 from __future__ import annotations
 
-import struct
-
 from construct import Array, Int32sb, Int64sb, Struct, this
+
+from mqtool.formats.fixedfields import fixed_struct, numpy_dtype, offsets
 
 INVALID_INDEX = 0
 
@@ -40,22 +40,13 @@ ENTRY = Struct(
 SLOT = Int32sb
 
 
-def _offsets(struct) -> dict:
-    """name -> byte offset of each field of a fixed-size Struct."""
-    out, at = {}, 0
-    for sub in struct.subcons:
-        out[sub.name] = at
-        at += sub.sizeof()
-    return out
-
-
 # the layout, from the schemas above: what the compiled kernels (native/appendkernels.py,
 # forensics/verify/kernels.py) read and write fields by
 HEADER_SIZE = HEADER.sizeof()
 SLOT_SIZE = SLOT.sizeof()
 ENTRY_SIZE = ENTRY.sizeof()
 HEADER_NAMES = tuple(sub.name for sub in HEADER.subcons)    # the order of the header's fields
-ENTRY_FIELD_AT = _offsets(ENTRY)
+ENTRY_FIELD_AT = offsets(ENTRY)
 KEY_HASH_AT = ENTRY_FIELD_AT["keyHash"]
 PHY_OFFSET_AT = ENTRY_FIELD_AT["phyOffset"]
 TIME_DIFF_AT = ENTRY_FIELD_AT["timeDiff"]
@@ -82,20 +73,13 @@ INDEX_FILE = Struct(
 )
 """A parameterised view used by tests: the sizes come first, then the file bytes."""
 
-def _struct(schema) -> struct.Struct:
-    """A fixed-size Struct of big-endian numbers as a struct.Struct (the fast decoders')."""
-    return struct.Struct(">" + "".join(sub.subcon.fmtstr.lstrip("<>=!") for sub in schema.subcons))
-
-
-HEADER_STRUCT = _struct(HEADER)
-ENTRY_STRUCT = _struct(ENTRY)
+HEADER_STRUCT = fixed_struct(HEADER)     # the fast decoders'
+ENTRY_STRUCT = fixed_struct(ENTRY)
 
 
 def entry_dtype():
     """ENTRY as a numpy dtype, for reading a file's entries at once (numpy loaded only when asked)."""
-    import numpy as np
-
-    return np.dtype([("keyHash", ">i4"), ("phyOffset", ">i8"), ("timeDiff", ">i4"), ("prevIndex", ">i4")])
+    return numpy_dtype(ENTRY)
 
 
 def file_size(hash_slot_num: int, index_num: int) -> int:

@@ -82,6 +82,19 @@ def load_u64(typingctx, address):
     return types.uint64(types.int64), codegen
 
 
+def data_address(typingctx, array):
+    """(an intrinsic) data_address(array): where an array's bytes start, as an int64 (what
+    array.ctypes.data gives, without the reference counting numba adds around .ctypes: that
+    costs more than the loads it is for, called once per string)."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.ptrtoint(data, ir.IntType(64))
+    return types.int64(array), codegen
+
+
 def trailing_zeros(typingctx, word):
     """(an intrinsic) trailing_zeros(word): how many zero bits an integer has below its lowest
     set bit, of its own type (LLVM's cttz, one instruction)."""
@@ -96,7 +109,7 @@ def word_at(data, p, n):
     """The n (1..8) bytes of data at p as a little-endian uint64, zero above them.  Loaded in
     one go when 8 bytes from p lie inside data (the bytes past n are masked off)."""
     if p + 8 <= len(data):
-        w = load_u64(np.int64(data.ctypes.data) + p)
+        w = load_u64(data_address(data) + p)
         if n < 8:
             w &= (U(1) << U(8 * n)) - U(1)
         return w
@@ -113,7 +126,7 @@ def find_byte(buf, p, end, byte):
     limit = len(buf) - 8
     while p < end:
         if p <= limit:
-            x = load_u64(np.int64(buf.ctypes.data) + p) ^ pattern
+            x = load_u64(data_address(buf) + p) ^ pattern
             hits = (x - ONES) & ~x & HIGHS
             if hits:
                 return min(p + np.int64(trailing_zeros(hits) >> 3), end)
@@ -199,7 +212,7 @@ def java_hash(buf, p, end, h, state):
     Python (javastr.java_hash), which decodes it as Java does (replacement characters).
     ASCII goes 8 bytes a step: h * 31^8 plus the bytes times 31^7 .. 31^0, modulo 2^32 (the
     multiplications of one word do not wait on each other, as the byte-at-a-time steps do)."""
-    addr = np.int64(buf.ctypes.data)
+    addr = data_address(buf)
     while p < end:
         if end - p >= 8:
             w = load_u64(addr + p)
@@ -254,4 +267,4 @@ def index_hash(h):
 # what native/jit.load() makes numba functions of
 INLINE = (u32, i32, i64, put32, put64, signed32, word_at, find_byte, is_ascii, pair_at, has_value, is_name,
           delay_level, utf8_continuation, java_hash, key_prefix, index_hash)
-INTRINSICS = (load_u64, trailing_zeros)
+INTRINSICS = (load_u64, trailing_zeros, data_address)

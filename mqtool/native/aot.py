@@ -41,13 +41,14 @@ FAMILIES = {
     "specscan": ("mqtool.native.specscan", ("scan_lines", "intern", "build_columns")),
     "append": ("mqtool.native.appendkernels", ("write_records", "insert_keys")),
     "verify": ("mqtool.forensics.verify.kernels", ("check_units", "check_entries", "index_structure",
-                                                   "units_by_records", "entries_by_records")),
+                                                   "units_by_records", "entries_by_records", "unit_summary",
+                                                   "queue_runs")),
 }
 
 # The sources the built kernels come from (the kernels, and the formats modules whose primitives
 # and constants they compile in): a change to any of them makes the built modules stale.
 SOURCES = ("mqtool/formats/primitives.py", "mqtool/formats/commitlog.py", "mqtool/formats/dledger.py",
-           "mqtool/formats/index.py",
+           "mqtool/formats/index.py", "mqtool/formats/fixedfields.py", "mqtool/formats/consumequeue.py",
            "mqtool/formats/properties.py", "mqtool/formats/sysflag.py", "mqtool/native/jit.py",
            "mqtool/native/fastscan.py", "mqtool/native/columnar.py", "mqtool/native/chunkstats.py",
            "mqtool/native/jsonlines.py", "mqtool/native/putlines.py", "mqtool/native/specscan.py",

@@ -122,9 +122,16 @@ SIGNATURES = {
             "Array(int64, 1, 'C')",
         ),
         'units_by_records': (
-            "UniTuple(Array(int64, 1, 'C'), 11)", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
-            "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", 'int64', 'int64', 'int64', 'boolean',
-            "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
+            "UniTuple(Array(int64, 1, 'C'), 11)", "Array(uint8, 1, 'C')", 'int64', 'int64', "Array(int64, 1, 'C')",
+            'int64', 'int64', 'int64', 'int64', 'boolean', "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
+        ),
+        'queue_runs': (
+            "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
+            "Array(bool, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 2, 'C')", "Array(int64, 1, 'C')",
+            "Array(int64, 1, 'C')",
+        ),
+        'unit_summary': (
+            "Array(uint8, 1, 'C')", 'int64', 'boolean', "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
         ),
         'entries_by_records': (
             "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",

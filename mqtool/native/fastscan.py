@@ -35,6 +35,8 @@ from mqtool.formats.primitives import (
     pair_at,
     signed32,
     u32,
+    U,
+    word_at,
 )
 from mqtool.native import aot
 from mqtool.native.jit import crc32, njit, prefetch
@@ -141,13 +143,32 @@ def decode_at(buf, pos, limit):
     return -1, 0, total, magic, flag, ts, bpos, blen, tpos, tlen, p, plen
 
 
+TOPIC_HASH_SEED = 0xCBF29CE484222325
+TOPIC_HASH_MULTIPLIER = 0x9E3779B97F4A7C15
+
+
 @njit(cache=True, inline="always")
-def _fnv(buf, p, n):
-    """FNV-1a of buf[p:p+n] as int64: groups records by topic without Python strings."""
-    h = np.uint64(0xCBF29CE484222325)
-    for k in range(n):
-        h = (h ^ np.uint64(buf[p + k])) * np.uint64(0x100000001B3)
+def _topic_hash(buf, p, n):
+    """The topic_hash column: a 64-bit hash of a topic's bytes buf[p:p+n], which groups records by
+    topic without Python strings.  Eight bytes a step (a byte a step, FNV-1a's chain of
+    multiplications cost a tenth of a scan); topic_hash() is the same in Python."""
+    h = U(TOPIC_HASH_SEED) ^ U(n)
+    k = 0
+    while k < n:
+        h = (h ^ word_at(buf, p + k, min(8, n - k))) * U(TOPIC_HASH_MULTIPLIER)
+        h ^= h >> U(32)
+        k += 8
     return np.int64(h)
+
+
+def topic_hash(topic: str) -> int:
+    """The topic_hash column's value for a topic (_topic_hash of its UTF-8 bytes)."""
+    data = topic.encode("utf-8")
+    h = TOPIC_HASH_SEED ^ len(data)
+    for k in range(0, len(data), 8):
+        h = ((h ^ int.from_bytes(data[k:k + 8], "little")) * TOPIC_HASH_MULTIPLIER) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 32
+    return h - (1 << 64) if h >= 1 << 63 else h
 
 
 PARSE_EVERY = 64   # scan_records parses the records it decoded every this many, while they are in the cache
@@ -205,7 +226,7 @@ def scan_records(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         topic_len[n] = tlen
         props_pos[n] = ppos
         props_len[n] = plen
-        topic_hash[n] = _fnv(buf, tpos, tlen)
+        topic_hash[n] = _topic_hash(buf, tpos, tlen)
         n += 1
         pos += total
         if parse and n - parsed == PARSE_EVERY:
@@ -276,9 +297,9 @@ def read_props(buf, p, end):
 
 @njit(cache=True, inline="always")
 def tags_hash_of(buf, lo, hi, state):
-    """The tags code of a record whose TAGS value is buf[lo:hi] (lo < 0: none, 0)."""
-    if lo < 0:
-        return 0
+    """The tags code of a record whose TAGS value is buf[lo:hi] (none: lo = hi = -1, read_props'
+    answer, which hashes to 0, the code of no tags).  No branch of its own: around one, numba
+    could not drop the reference counts of the arrays it is given, which cost a tenth of a scan."""
     return signed32(java_hash(buf, lo, hi, 0, state))
 
 
@@ -505,7 +526,7 @@ def scan_entries(buf, pos, limit, base, check_crc, cap, offset, size, queue_id, 
         topic_len[n] = tlen
         props_pos[n] = ppos
         props_len[n] = plen
-        topic_hash[n] = _fnv(buf, tpos, tlen)
+        topic_hash[n] = _topic_hash(buf, tpos, tlen)
         entry_index[n] = i64(buf, pos + ENTRY_INDEX_AT)
         entry_term[n] = i64(buf, pos + ENTRY_TERM_AT)
         if parse:

@@ -63,7 +63,8 @@ ctypes.CDLL(_isal_library(), mode=os.RTLD_GLOBAL)     # for the kernels built ah
 _numba = None              # the numba module, once load() ran
 _declared: list = []       # every Deferred, made real by load()
 _on_load: list = []        # what else must happen once numba is there (aot registers its Built type)
-_lock = threading.RLock()
+_lock = threading.RLock()    # held by load() until its hooks ran: no thread goes on before them
+_loaded = False            # load() finished: numba, every declared function and the hooks done
 
 
 class Deferred:
@@ -80,7 +81,7 @@ class Deferred:
         _declared.append(self)
 
     def real(self):
-        if self._real is None:
+        if not _loaded:    # (not _real: it is set while load() still runs the hooks, in its thread)
             load()
         return self._real
 
@@ -115,8 +116,10 @@ def when_loaded(hook) -> None:
 
 
 def load():
-    """Import numba (once a process) and make every declared numba function; returns numba."""
-    global _numba
+    """Import numba (once a process), make every declared numba function and run the when_loaded
+    hooks; returns numba.  Every thread's call returns only once all of that is done (the hooks
+    run under the lock; the thread running them may call load() again from a hook)."""
+    global _numba, _loaded
     with _lock:
         if _numba is not None:
             return _numba
@@ -143,7 +146,12 @@ def load():
         def _typeof_deferred(value, context):
             return typeof_impl(value.real(), context)
 
-        # each declared function's name, in every mqtool module that holds it, now names the made one
+        _numba = numba
+        hooks, _on_load[:] = list(_on_load), []
+        for hook in hooks:
+            hook(numba)
+        # each declared function's name, in every mqtool module that holds it, now names the made
+        # one: after the hooks, so that no thread calls a made function before they ran
         for name, module in list(sys.modules.items()):
             if module is None or not (name == "mqtool" or name.startswith("mqtool.")):
                 continue
@@ -152,10 +160,7 @@ def load():
                 hit = made.get(id(value))
                 if hit is not None and hit[0] is value:
                     namespace[key] = hit[1]
-        _numba = numba
-        hooks, _on_load[:] = list(_on_load), []
-    for hook in hooks:
-        hook(numba)
+        _loaded = True
     return numba
 
 

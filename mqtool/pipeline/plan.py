@@ -153,15 +153,6 @@ class QueuePart:
     kind: str = "SimpleCQ"
 
 
-def _display(root: Path):
-    def show(path) -> str:
-        try:
-            return str(Path(path).relative_to(root))
-        except ValueError:
-            return str(path)
-    return show
-
-
 def _starts_with_data(path: Path) -> bool:
     """Whether the file's first 8 bytes are not all zero (read with pread, not a mapping)."""
     fd = fsutil.open_read(path)
@@ -180,7 +171,7 @@ def commitlog_parts(stores, filters: Filters | None = None) -> list[CommitLogPar
         if filters.brokers is not None and store.broker not in filters.brokers:
             continue
         layout = store.layout()
-        show = _display(layout.root)
+        show = fsutil.relative_paths(layout.root)
         delay = tuple(layout.config.delay_levels_ms())
         # the queue checks names, sizes and gaps as a broker's load does; its mappings are not read
         with commitlog.open_queue(layout) as queue:
@@ -213,7 +204,7 @@ def queue_parts(stores, filters: Filters | None = None) -> list[QueuePart]:
         if filters.brokers is not None and store.broker not in filters.brokers:
             continue
         layout = store.layout()
-        show = _display(layout.root)
+        show = fsutil.relative_paths(layout.root)
         kinds = [("SimpleCQ", layout.consume_queue_file_size(), layout.consume_queues(), layout.consume_queue_files),
                  ("BatchCQ", batchqueue.file_size(layout), batchqueue.queues(layout), batchqueue.files)]
         for kind, size, queues, files in kinds:

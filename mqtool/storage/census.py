@@ -20,7 +20,7 @@ from pathlib import Path
 from mqtool.errors import RefusedError
 from mqtool.formats import multidispatch
 from mqtool.storage import dledger, fsutil
-from mqtool.storage.layout import dledger_dirs
+from mqtool.storage.layout import TRASH_DIR, dledger_dirs
 
 UNDERSTOOD, READ_ONLY, UNKNOWN = "understood", "read-only", "unknown"
 
@@ -97,7 +97,7 @@ _TOP = {
     "abort.bak": ("store", "5.x: the abort marker of the previous start"),
     "lock": ("store", "the lock file"),
     "config": ("store", "broker metadata"),
-    "trash": ("mqtool", "files `mqtool clean` staged (undo puts them back)"),
+    TRASH_DIR: ("mqtool", "files `mqtool clean` staged (undo puts them back)"),
     "quarantine": ("mqtool", "bytes `mqtool recover` and `rebuild-cq` cut"),
     "lost+found": ("mqtool", "the file system's own folder"),
     "timerwheel": ("timer", "timer wheel: 7 x 86400 x 2 slots of 32 bytes"),
@@ -343,7 +343,8 @@ def take(layout) -> Census:
     census = Census(root)
     census.configured = _settings_features(layout.config)
     # a switched store, or one whose old commitlog files clean staged in trash/ (its undo puts them back)
-    switched = layout.is_mixed() or (layout.dledger_dir is not None and bool(_listing(root / "trash" / "commitlog")))
+    switched = layout.is_mixed() or (layout.dledger_dir is not None
+                                     and layout.trash_holds(layout.config.commitlog_dirs()))
     if switched and "dledger" in census.configured:
         census.configured = (census.configured - {"dledger"}) | {"dledger-switched"}
     commitlog_dirs = {Path(d) for d in layout.commitlog_dirs + layout.readonly_commitlog_dirs}
@@ -388,9 +389,7 @@ def take(layout) -> Census:
         if name == "consumequeue" and feature == "store":
             census.entries.extend(_lmq_entries(path))
     census.links = links(layout)
-    if layout.dledger_dir is not None:
-        census.moved = [d / name for d in layout.commitlog_dirs if d not in layout.old_commitlog_dirs
-                        for name, is_file, _, _ in sorted(_listing(d)) if is_file and dledger.moved_by_hand(d / name)]
+    census.moved = dledger.moved_files(layout)
     batch = batch_topics(layout)
     if batch:
         census.declared["batch-cq"] = "config/topics.json: " + ", ".join(batch[:5]) + (" ..." if len(batch) > 5 else "")
@@ -471,7 +470,7 @@ def links(layout) -> list[Link]:
             path = directory / name
             if path not in allowed:
                 what = fsutil.what_is(path) or "a regular file"
-                found.append(Link(_relative(path, root), target, what))
+                found.append(Link(fsutil.shown_path(path, root), target, what))
 
     look(root)
     for directory in sorted(allowed):
@@ -497,8 +496,3 @@ def _listing(directory: Path) -> list:
         return []
 
 
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)

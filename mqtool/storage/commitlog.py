@@ -408,9 +408,10 @@ def _switch_blank(mf: MappedFile) -> Blank | None:
     commitlog's end: totalSize and magic, zeros after), found from the file's end, or None."""
     end = written_end(mf.buf, 0, mf.file_size)
     at = end - fmt.BLANK_HEADER_SIZE
-    if at < 0 or int.from_bytes(mf.buf[at + 4:end], "big") != fmt.BLANK_MAGIC:
+    if at < 0:
         return None
-    return Blank(mf.file_from_offset + at, int.from_bytes(mf.buf[at:at + 4], "big", signed=True))
+    total_size, magic = fmt.decode_record_header(mf.buf, at)
+    return Blank(mf.file_from_offset + at, total_size) if magic == fmt.BLANK_MAGIC else None
 
 
 def record_at(queue, offset: int) -> Record | str:

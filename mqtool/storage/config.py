@@ -231,15 +231,22 @@ def apply_settings(config: StoreConfig, settings: dict[str, str], where: str = "
 BROKER_CONF_LIMIT = 16 << 20   # a broker.conf is a few KiB; this is far beyond any real one
 
 
-def load_broker_conf(path, base: StoreConfig | None = None) -> StoreConfig:
-    """Read a broker.conf; a missing or unreadable file is a usage error naming it."""
+def read_broker_conf(path) -> list[tuple[int, str, str]]:
+    """A broker.conf's settings as (line, key, value), read as java.util.Properties reads it (a
+    later line of a key wins); a missing or unreadable file is a usage error naming it.  The one
+    reader of a broker.conf."""
     try:
         text = fsutil.read_whole(path, BROKER_CONF_LIMIT).decode("iso-8859-1")   # as Properties.load reads it
     except OSError as exc:
-        raise UsageError(f"cannot read broker config: {exc.strerror}", path=path) from None
+        raise UsageError(f"cannot read broker config: {exc.strerror or exc}", path=path) from None
+    return parse_properties(text)
+
+
+def load_broker_conf(path, base: StoreConfig | None = None) -> StoreConfig:
+    """Read a broker.conf; a missing or unreadable file is a usage error naming it."""
     config = base or StoreConfig()
     settings = {}
-    for line, key, value in parse_properties(text):
+    for line, key, value in read_broker_conf(path):
         settings[key] = value
         if key in _FIELDS:
             _convert(key, value, f"{path} line {line}")  # report bad values with their line

@@ -31,8 +31,9 @@ from mqtool.storage.walkitems import EndOfData, Problem
 from mqtool.storage.walkitems import first_nonzero as _first_nonzero
 
 DATA_DIR, INDEX_DIR = "data", "index"
-_PLAIN_MAGICS = {m & 0xFFFFFFFF for m in (*commitlog_format.MESSAGE_MAGICS, commitlog_format.BLANK_MAGIC)}
 CHECKPOINT, CURRTERM = "checkpoint", "currterm"
+_HEAD = fmt.BLANK.sizeof()     # the first 8 bytes: an entry's magic and size, a record's totalSize and magic
+assert _HEAD == commitlog_format.BLANK_HEADER_SIZE
 
 
 def is_dledger_dir(path: Path, names: set[str] | None = None) -> bool:
@@ -51,30 +52,33 @@ def is_data_file(path) -> bool:
     moved by storePathDLedgerCommitLog) one that starts with an entry's magic?  Not one that
     starts with a plain commitlog record (moved_by_hand)."""
     try:
-        head = fsutil.read_small(path, 8)
+        head = fsutil.read_small(path, _HEAD)
     except OSError:
         head = b""
-    parent = Path(path).parent
-    if parent.name == DATA_DIR and is_dledger_dir(parent.parent):
+    if _in_data_folder(path):
         return not _plain_head(head)
-    return len(head) == 8 and fmt.decode_magic_size(head, 0)[0] == fmt.MAGIC_1
+    return len(head) == _HEAD and fmt.decode_magic_size(head, 0)[0] == fmt.MAGIC_1
 
 
 def _plain_head(head: bytes) -> bool:
-    """Do these first 8 bytes begin a plain commitlog record or BLANK (its magic at 4..7, where an
-    entry has its size: the test DLedgerCommitLog.checkMessageAndReturnSize makes)?"""
-    return len(head) == 8 and int.from_bytes(head[4:8], "big") in _PLAIN_MAGICS
+    """Do these first 8 bytes begin a plain commitlog record or BLANK (its magic where an entry has
+    its size: the test DLedgerCommitLog.checkMessageAndReturnSize makes)?"""
+    return commitlog_format.begins_record(head)
+
+
+def _in_data_folder(path) -> bool:
+    parent = Path(path).parent
+    return parent.name == DATA_DIR and is_dledger_dir(parent.parent)
 
 
 def moved_by_hand(path) -> bool:
     """A file in DLedger's data folder that starts with a plain commitlog record: old commitlog
     files moved there by hand.  It is read as a commitlog file (as DLedgerCommitLog reads such
     records), and named: DLedger's own recovery would take it for damage and cut it."""
-    parent = Path(path).parent
-    if parent.name != DATA_DIR or not is_dledger_dir(parent.parent):
+    if not _in_data_folder(path):
         return False
     try:
-        return _plain_head(bytes(fsutil.read_small(path, 8)))
+        return _plain_head(bytes(fsutil.read_small(path, _HEAD)))
     except OSError:
         return False
 
@@ -84,9 +88,21 @@ MOVED_BY_HAND = ("a plain commitlog file in DLedger's data folder (moved there b
                  "move it back to commitlog/")
 
 
-def moved_files(queue) -> list:
-    """The files of a commitlog queue that moved_by_hand names."""
-    return [mf.path for mf in queue.files if not holds_entries(mf) and moved_by_hand(mf.path)]
+def moved_files(layout) -> list[Path]:
+    """The files of a DLedger store's data folders (layout's, not the old commitlog's) that
+    moved_by_hand names, in name order: what info and verify-crc name and the writers refuse."""
+    if layout.dledger_dir is None:
+        return []
+    found = []
+    for folder in layout.commitlog_dirs:
+        if folder in layout.old_commitlog_dirs:
+            continue
+        try:
+            listing = sorted(fsutil.scandir(folder))
+        except OSError:
+            continue
+        found += [folder / name for name, is_file, _, _ in listing if is_file and moved_by_hand(folder / name)]
+    return found
 
 
 # ------------------------------------------------------------------ a broker switched to DLedger

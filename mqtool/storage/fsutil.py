@@ -322,14 +322,19 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def shown_path(path, root: Path | None) -> str:
+    """A path as answers show it: relative to the store's root, or as given outside it (or
+    without a root).  The one rule: every command's text and JSON name files by it."""
+    if root is not None:
+        try:
+            return str(Path(path).relative_to(root))
+        except ValueError:
+            pass
+    return str(path)
+
+
 def relative_paths(layout_root: Path | None):
-    """A function showing a path relative to the store's root (or as given, outside it)."""
+    """A function showing a path relative to the store's root (or as given, outside it): shown_path."""
     def display(path) -> str:
-        path = Path(path)
-        if layout_root is not None:
-            try:
-                return str(path.relative_to(layout_root))
-            except ValueError:
-                pass
-        return str(path)
+        return shown_path(path, layout_root)
     return display

@@ -192,6 +192,21 @@ class StoreLayout:
         (storage/dledger.py); every reader of the commitlog reads it as one."""
         return self.dledger_dir is not None
 
+    @property
+    def trash_dir(self) -> Path:
+        return self.root / TRASH_DIR
+
+    def trash_holds(self, folders) -> bool:
+        """Does the trash hold files staged from any of these folders (clean's, waiting for their
+        delay or for --undo)?"""
+        for folder in folders:
+            try:
+                if fsutil.scandir(self.trash_dir / kept_place(self.root, folder)):
+                    return True
+            except OSError:
+                pass
+        return False
+
     def is_mixed(self) -> bool:
         """A broker switched to DLedger mode: the old commitlog's files below dividedCommitlogOffset,
         DLedger's entries above (commitlog.division says where)."""
@@ -349,6 +364,33 @@ def _dledger_store(root: Path, config: StoreConfig, commitlog_dirs: list[Path]):
     data = Path(config.storePathDLedgerCommitLog) if config.storePathDLedgerCommitLog else found[0] / dledger.DATA_DIR
     old = [d for d in commitlog_dirs if d.is_dir() and d != data and list_store_files(d)]
     return found[0], old + [data], old
+
+
+# ------------------------------------------------------------------ mqtool's trash
+# `clean --delete-delay` stages a file in STORE/trash/ under its path in the store, or under
+# external/<its absolute path> when it lies outside (a commitlog in storePathCommitLog may):
+# engine/trash.py moves the files and keeps their manifest, census asks what waits there.  A
+# quarantine run (engine/quarantine.py) keeps a repair's files in the same places.
+TRASH_DIR = "trash"
+TRASH_EXTERNAL = "external"
+
+
+def store_relative(root: Path, path) -> str:
+    """A file's path relative to the store root, as kept in a manifest (both resolved; the
+    absolute path when it lies outside the store)."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def kept_place(root: Path, path) -> str:
+    """Where in a folder that keeps a store's files (STORE/trash/, a quarantine run's folder) a
+    file (or folder) of the store goes: its path relative to the store, or external/<its absolute
+    path> (the trash gives a staged file of a name already taken a .N suffix)."""
+    rel = store_relative(root, path)
+    return rel if not Path(rel).is_absolute() else os.path.join(TRASH_EXTERNAL, rel.lstrip("/"))
 
 
 # what a writer creates in a new store before its first folder: a kill between the two leaves

@@ -10,8 +10,7 @@ from datetime import datetime, timezone
 
 from mqtool.errors import UsageError
 from mqtool.storage import fsutil
-from mqtool.formats.javastr import parse_properties
-from mqtool.storage.config import BROKER_CONF_LIMIT, SIZE_SETTINGS, config_for_store
+from mqtool.storage.config import SIZE_SETTINGS, config_for_store, read_broker_conf
 from mqtool.storage.layout import StoreLayout, discover
 
 
@@ -32,11 +31,7 @@ def given_setting(config_path: str | None, settings, key: str) -> str | None:
     if key in overrides:
         return overrides[key]
     if config_path:
-        try:
-            text = fsutil.read_whole(config_path, BROKER_CONF_LIMIT).decode("iso-8859-1")
-        except OSError as exc:
-            raise UsageError(f"--config {config_path}: {exc.strerror or exc}") from None
-        found = [value.strip() for _, name, value in parse_properties(text) if name == key]
+        found = [value.strip() for _, name, value in read_broker_conf(config_path) if name == key]
         return found[-1] if found else None      # as java.util.Properties: the last line of a key wins
     return None
 
@@ -58,8 +53,7 @@ def store_config_for_write(store: str, config_path: str | None, settings):
     config = config_for_store(store, config_path, overrides)
     in_conf = set()
     if config_path:
-        in_conf = {key for _, key, _ in parse_properties(fsutil.read_whole(config_path, BROKER_CONF_LIMIT)
-                                                         .decode("iso-8859-1"))}
+        in_conf = {key for _, key, _ in read_broker_conf(config_path)}
     origins = {name: "--set" if name in overrides else "broker.conf" if name in in_conf else "RocketMQ's default"
                for name in SIZE_SETTINGS}
     root = config.root

@@ -542,7 +542,7 @@ def open_view(layout, queue, **kwargs) -> _Opened:
 def _row(view, unit, state) -> dict:
     root = view.ts.layout.root
     path = unit.path
-    row = {"timerlog": str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
+    row = {"timerlog": fsutil.shown_path(path, root),
            "fileOffset": unit.file_offset, **unit.to_json(), "state": state}
     rec = view.record(unit.offset_py, unit.size_py)
     row["realTopic"] = rec.properties.get("REAL_TOPIC") if rec is not None else None

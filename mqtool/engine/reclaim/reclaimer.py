@@ -34,6 +34,7 @@ from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats.consumequeue import UNIT_SIZE
 from mqtool.storage import batchqueue, dledger, timerstore, timerview
 from mqtool.storage.consumequeue import last_unit, queue_min_offset
+from mqtool.storage.fsutil import shown_path
 
 # ---------------------------------------------------------------------- the reclaimer
 
@@ -111,7 +112,7 @@ class Reclaimer:
 
         for entry in trash.due(now):
             report.decisions.append(Decision(
-                "trash", f"trash/{entry.trash}", REMOVE_STAGED, "due",
+                "trash", entry.shown, REMOVE_STAGED, "due",
                 f"staged {ago_text(now - entry.staged_at)} ago ({entry.reason}); its delete delay has passed",
                 entry.size, {"original": entry.path}))
             if not policy.dry_run:
@@ -191,7 +192,15 @@ class Reclaimer:
         freed = pending
         chosen: list[Decision] = []
 
+        # a switched store's last old file: CommitLog.deleteExpiredFile keeps it as it keeps every
+        # queue's last file; DLedgerCommitLog.deleteExpiredFile then lets it go in a run where it is the
+        # only old file, by the checks every file goes through (a hanged file, readers holding it)
+        only_old = files[0] if switched and len(files) == 1 else None
+
         def decide(mf, act, reason, why, **details):
+            if mf is only_old and reason != "hanged":
+                reason, why = "last-old-file", ("the old commitlog's last file, the only one left: "
+                                                f"DLedgerCommitLog.deleteExpiredFile deletes it too: {why}")
             d = Decision("commitlog", self._rel(mf.path), act, reason, why, mf.file_size,
                          {"startOffset": mf.file_from_offset, **details}, target=mf)
             report.decisions.append(d)
@@ -203,18 +212,13 @@ class Reclaimer:
             mtime_ms = int(mtime * 1000) if mtime is not None else now   # not listed: never taken as old
             age = now - mtime_ms
             info = {"lastModified": mtime_ms, "ageHours": round(age / HOUR_MS, 2)}
-            if i == len(files) - 1 and switched:
-                if i == 0 and retention_ms >= 0 and ((age >= retention_ms and time_to_delete) or clean_at_once):
-                    chosen.append(decide(mf, action, "last-old-file", (
-                        f"the old commitlog's last file, the only one left, last modified {hours_text(age)} ago: "
-                        "DLedgerCommitLog.deleteExpiredFile deletes it too once it expires"), **info))
-                else:
-                    decide(mf, KEEP, "last-old-file", (
-                        "the old commitlog's last file: DLedgerCommitLog.deleteExpiredFile deletes it only once it "
-                        f"is the only old file left and expired ({retention_text}; last modified "
-                        f"{hours_text(age)} ago)"), **info)
+            if i == len(files) - 1 and switched and mf is not only_old:
+                decide(mf, KEEP, "last-old-file", (
+                    "the old commitlog's last file: DLedgerCommitLog.deleteExpiredFile deletes it only once it "
+                    f"is the only old file left and expired ({retention_text}; last modified "
+                    f"{hours_text(age)} ago)"), **info)
                 break
-            if i == len(files) - 1:
+            if i == len(files) - 1 and not switched:
                 decide(mf, KEEP, "active", "the file being written is never deleted", **info)
                 break
             if len(chosen) >= max_files:
@@ -409,7 +413,7 @@ class Reclaimer:
             if delay_ms > 0 or decision.action == STAGE:
                 entry = trash.stage(path, kind=decision.kind, size=decision.size, now_ms=now,
                                     delay_ms=delay_ms, run=run, reason=decision.reason, **where)
-                decision.details["trash"] = f"trash/{entry.trash}"
+                decision.details["trash"] = entry.shown
                 decision.details["dueAt"] = entry.due_at
             else:
                 Path(path).unlink(missing_ok=True)
@@ -518,10 +522,7 @@ class Reclaimer:
 
     # ---------------------------------------------------------------- helpers
     def _rel(self, path) -> str:
-        try:
-            return str(Path(path).relative_to(self.view.layout.root))
-        except ValueError:
-            return str(path)
+        return shown_path(path, self.view.layout.root)
 
     def _pause(self, ms: int) -> None:
         """The broker's pause between two deletions: a test's ManualClock is advanced instead

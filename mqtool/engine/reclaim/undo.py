@@ -58,7 +58,7 @@ def undo(reclaimer, dry_run: bool) -> Report:
     if blocked:
         decided = {d.details.get("trashed") for d in report.decisions}
         for e in trash.entries:
-            if f"trash/{e.trash}" not in decided:
+            if e.shown not in decided:
                 _not_restored(e, report, "hole", blocked)
     report.min_offset_after = cl_min if cl_min is not None else 0
     for (topic, queue_id), cq in sorted(view.queues.items()):
@@ -77,7 +77,7 @@ def _queues(view) -> dict:
 
 def _not_restored(entry, report, reason, why) -> None:
     report.decisions.append(Decision(entry.kind, entry.path, NOT_RESTORED, reason, why, entry.size,
-                                     {"trashed": f"trash/{entry.trash}"}))
+                                     {"trashed": entry.shown}))
     report.incomplete = True
 
 def _restore(reclaimer, entry, report, trash, dry_run) -> bool:
@@ -90,7 +90,7 @@ def _restore(reclaimer, entry, report, trash, dry_run) -> bool:
         _not_restored(entry, report, "cannot-restore", f"cannot put it back: {exc.strerror or exc}")
         return False
     report.decisions.append(Decision(entry.kind, entry.path, RESTORE, "undo", why, entry.size,
-                                     {"trashed": f"trash/{entry.trash}"}))
+                                     {"trashed": entry.shown}))
     return True
 
 def _reload(reclaimer, entry, path) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from mqtool.forensics import dledgerscan
 from mqtool.forensics.verify import kernels
-from mqtool.forensics.verify.findings import Finding, Pointers, QueueRun, TaskResult, path_display
+from mqtool.forensics.verify.findings import Finding, PointerFiles, Pointers, QueueRun, TaskResult
 from mqtool.forensics.verify.index import check_entries_into
 from mqtool.forensics.verify.queues import check_units_into
 from mqtool.formats import multidispatch, sysflag
@@ -19,6 +19,7 @@ from mqtool.formats.crc import body_crc
 from mqtool.native import fastscan
 from mqtool.storage import commitlog, dispatchrequest
 from mqtool.storage.commitlog import EndOfData, Problem
+from mqtool.storage.fsutil import relative_paths
 from mqtool.storage.mappedfile import MappedFile
 
 # ------------------------------------------------------------------ commitlog
@@ -41,9 +42,10 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
     topics (a record of one that carries INNER_NUM moves its queue's offsets on by that many)."""
     result = TaskResult()
     ledger = None
+    opened = PointerFiles()
     mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
     try:                                                        # each file must not list them all
-        path = path_display(layout)(mf.path)
+        path = relative_paths(layout.root)(mf.path)
         end = mf.file_size if stop is None else stop
         cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
         chunks, segment = [], start    # the parsed chunks of the stretch from segment on
@@ -62,7 +64,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
                     chunks.append(entry)
                     if entry.stop - segment >= SEGMENT_BYTES or sum(c.count for c in chunks) >= SEGMENT_RECORDS:
                         _check_pointers(layout, pointers, mf, segment, entry.stop, chunks, delays, cq_file_size,
-                                        result, multi)
+                                        result, multi, opened)
                         chunks, segment = [], entry.stop
             elif isinstance(entry, Problem):
                 result.findings.append(Finding("commitlog", entry.kind, path, entry.file_offset, entry.offset,
@@ -73,7 +75,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
             elif isinstance(entry, EndOfData):
                 result.data_end = entry.offset
         if pointers:
-            _check_pointers(layout, pointers, mf, segment, end, chunks, delays, cq_file_size, result, multi)
+            _check_pointers(layout, pointers, mf, segment, end, chunks, delays, cq_file_size, result, multi, opened)
         chunks = entry = None   # no views of the mapping left: it can be closed
         result.bytes = end - start
         result.files = 1 if start == 0 else 0
@@ -82,12 +84,13 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
     finally:
         if ledger is not None:
             ledger.close()
+        opened.close()
         mf.close()
     return result
 
 
 def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays, cq_file_size, result,
-                    multi=None) -> None:
+                    multi, opened: PointerFiles) -> None:
     """The units and index entries pointing into [start, stop) of commitlog file cl, against the
     records scanned there (chunks, parsed).  Those that point elsewhere than at the start of
     one of them are checked by reading the commitlog there; its pages are let go after."""
@@ -102,11 +105,12 @@ def _check_pointers(layout, pointers, cl, start: int, stop: int, chunks, delays,
                 continue
             if pointer.kind == "cq":
                 read += check_units_into(layout, pointer, cq_file_size, cl, buf, records, low, high, delays,
-                                          delay_levels, result, multi)
+                                          delay_levels, result, multi, opened)
             else:
-                read += check_entries_into(layout, pointer, cl, buf, records, low, high, result)
+                read += check_entries_into(layout, pointer, cl, buf, records, low, high, result, opened)
     finally:
         del buf
+        opened.release()
         if read:
             cl.release_pages()
 
@@ -149,41 +153,42 @@ def _check_chunk(chunk, mf, path: str, result: TaskResult, batch_topics=frozense
         result.findings.append(Finding("commitlog", "bad-queue-offset", path, int(c["offset"][i]) - base,
                                        int(c["offset"][i]), "a prepared or rollback record carries a queue offset",
                                        expected=0, found=int(c["queue_offset"][i])))
-    rows = np.flatnonzero(~skipped_tx)
-    if not len(rows):
+    if skipped_tx.all():
         return
     # queue offsets per queue, in commitlog order: each one the one before plus its message count
-    order = _by_queue(rows, c["topic_hash"][rows], c["queue_id"][rows])
-    topics, queues, qoffs = c["topic_hash"][order], c["queue_id"][order], c["queue_offset"][order]
-    nexts = qoffs + _message_nums(chunk, mf, batch_topics)[order]
-    starts = np.flatnonzero(np.r_[True, (topics[1:] != topics[:-1]) | (queues[1:] != queues[:-1])])
-    inside = np.ones(len(order), dtype=bool)
-    inside[starts] = False
-    jumps = np.flatnonzero(inside & (qoffs != np.r_[0, nexts[:-1]]))
-    for j in jumps.tolist():
-        i = int(order[j])
-        result.findings.append(_order_finding(path, base, c, i, int(nexts[j - 1]), chunk))
-    ends = np.r_[starts[1:], len(order)] - 1
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        key = (int(topics[s]), int(queues[s]))
-        first, last = int(order[s]), int(order[e])
+    runs, jumps, expected = _queue_runs(c, _message_nums(chunk, mf, batch_topics), ~skipped_tx)
+    for i, want in zip(jumps.tolist(), expected.tolist()):
+        result.findings.append(_order_finding(path, base, c, i, want, chunk))
+    for first, last, next_offset in runs.tolist():
+        key = (int(c["topic_hash"][first]), int(c["queue_id"][first]))
         run = result.runs.get(key)
         if run is None:
-            result.runs[key] = QueueRun(chunk.topic(first), int(queues[s]), int(qoffs[s]),
-                                        int(c["offset"][first]), int(qoffs[e]), int(c["offset"][last]), int(nexts[e]))
+            result.runs[key] = QueueRun(chunk.topic(first), key[1], int(c["queue_offset"][first]),
+                                        int(c["offset"][first]), int(c["queue_offset"][last]), int(c["offset"][last]),
+                                        next_offset)
             continue
-        if int(qoffs[s]) != run.next:
+        if int(c["queue_offset"][first]) != run.next:
             result.findings.append(_order_finding(path, base, c, first, run.next, chunk))
-        run.last, run.last_offset, run.next = int(qoffs[e]), int(c["offset"][last]), int(nexts[e])
+        run.last, run.last_offset, run.next = int(c["queue_offset"][last]), int(c["offset"][last]), next_offset
 
 
-def _by_queue(rows, topics, queues):
-    """rows ordered by topic, then queue, then themselves.  One topic whose queue ids fit 16 bits,
-    the usual chunk, is a stable sort of 16-bit keys (numpy's radix sort, three times as quick
-    as the lexsort of the general case)."""
-    if len(rows) and topics.min() == topics.max() and 0 <= queues.min() and queues.max() < (1 << 15):
-        return rows[np.argsort(queues.astype(np.int16), kind="stable")]
-    return rows[np.lexsort((rows, queues, topics))]
+def _queue_runs(c, nums, dispatched):
+    """kernels.queue_runs over a chunk's columns, with room enough: (each queue's run as rows of
+    (first row, last row, next queue offset), the rows whose queue offset breaks its queue's order,
+    what they should have held)."""
+    size, cap = 64, 1024
+    while True:
+        table = np.full(size, -1, dtype=np.int64)
+        runs = np.empty((size // 2, 3), dtype=np.int64)
+        jumps, expected = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+        n_runs, n_jumps = kernels.queue_runs(c["topic_hash"], c["queue_id"], c["queue_offset"], nums, dispatched,
+                                             table, runs, jumps, expected)
+        if n_runs < 0:
+            size *= 8
+        elif n_jumps > cap:
+            cap = n_jumps
+        else:
+            return runs[:n_runs], jumps[:n_jumps], expected[:n_jumps]
 
 
 def _multi_runs(chunk, mf, path: str, multi, result: TaskResult) -> None:

@@ -5,9 +5,9 @@ pointers a task hands on, TaskResult; the problem kinds and their messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from mqtool.forensics.verify import kernels
+from mqtool.storage.mappedfile import PAGE_SIZE, drop_pages
 
 SCOPES = ("commitlog", "cq", "index", "timer")
 
@@ -112,12 +112,37 @@ class TaskResult:
     ledger: object = None      # commitlog tasks of a DLedger store: their dledgerscan.LedgerPart
 
 
-def path_display(layout):
-    root = layout.root
+class PointerFiles:
+    """The queue and index files a commitlog task checks against its records, each mapped once a
+    task (not once a stretch of records); release() lets the pages read go after each stretch, so
+    memory stays flat (only those: letting a whole index file's mapping go costs more than
+    reading what it holds for a stretch)."""
 
-    def display(path) -> str:
-        try:
-            return str(Path(path).relative_to(root))
-        except ValueError:
-            return str(path)
-    return display
+    def __init__(self):
+        self.files = {}
+        self.read = {}      # path -> the bytes of it read since the last release, (from, to)
+
+    def get(self, path: str, open_file):
+        """The file at path, opened by open_file() the first time."""
+        file = self.files.get(path)
+        if file is None:
+            file = self.files[path] = open_file()
+        return file
+
+    def reading(self, path: str, start: int = 0, stop: int | None = None) -> None:
+        """Bytes [start, stop) of the file at path (to its end: None) are read in this stretch."""
+        stop = len(self.files[path].buf) if stop is None else stop
+        low, high = self.read.get(path, (start, stop))
+        self.read[path] = (min(low, start), max(high, stop))
+
+    def release(self) -> None:
+        for path, (start, stop) in self.read.items():
+            buf = self.files[path].buf
+            start -= start % PAGE_SIZE
+            drop_pages(buf, start, min(stop + PAGE_SIZE - 1, len(buf)), 0, at_end=True)
+        self.read.clear()
+
+    def close(self) -> None:
+        for file in self.files.values():
+            file.close()
+        self.files.clear()

@@ -10,12 +10,13 @@ import numpy as np
 
 from mqtool.errors import MqError
 from mqtool.forensics.verify import kernels
-from mqtool.forensics.verify.findings import ENTRY_PROBLEMS, Finding, Pointers, TaskResult, path_display
+from mqtool.forensics.verify.findings import ENTRY_PROBLEMS, Finding, PointerFiles, Pointers, TaskResult
 from mqtool.formats import index as index_format
 from mqtool.formats.commitlog import RecordError, decode_entry
 from mqtool.formats.javastr import index_key_hash
 from mqtool.native import fastscan
 from mqtool.storage.dispatchrequest import from_record
+from mqtool.storage.fsutil import relative_paths
 from mqtool.storage.indexfile import IndexFile
 
 # ---------------------------------------------------------------------- index
@@ -36,7 +37,7 @@ def index_task(layout, path_text: str, slots: int, index_num: int, newest: bool 
     """Check one index file on its own: header, slots, chains; and say which commitlog offsets
     its entries point at."""
     result = TaskResult()
-    shown = path_display(layout)(path_text)
+    shown = relative_paths(layout.root)(path_text)
     try:
         ix = IndexFile(Path(path_text), slots, index_num)
     except MqError as exc:
@@ -99,62 +100,66 @@ def index_task(layout, path_text: str, slots: int, index_num: int, newest: bool 
     return result
 
 
-def check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, high: int, result) -> int:
+def check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, high: int, result,
+                       opened: PointerFiles) -> int:
     """The entries of one index file that point into [low, high) of commitlog file cl (buf),
     whose records there are `records` (kernels.scanned): their records, their hashes, their
-    times.  Returns how many of them were checked by reading the commitlog."""
-    ix = IndexFile(Path(pointer.path), pointer.slots, pointer.index_num)
-    try:
-        count = pointer.count
-        first_entry = index_format.entry_position(ix.hash_slot_num, 0)
-        if pointer.sorted:   # a binary search finds the entries pointing here; convert only those
-            raw = np.frombuffer(ix.buf, dtype=np.uint8)
-            a = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, 1, count, low)
-            b = fastscan.lower_bound(raw, first_entry + 4, index_format.ENTRY_SIZE, a, count, high)
-            del raw
-            part = np.frombuffer(ix.buf, dtype=index_format.entry_dtype(), count=b - a,
-                                 offset=first_entry + a * index_format.ENTRY_SIZE)
-            hashes, phy, diffs = (part[k].astype(np.int64) for k in ("keyHash", "phyOffset", "timeDiff"))
-            del part
-            rows = np.arange(a, b)
-        else:
-            first_entry, hashes, phy, diffs, _ = read_entries(ix, count)
-            numbers = np.arange(count)
-            rows = np.flatnonzero((numbers >= 1) & (phy >= low) & (phy < high))
-            hashes, phy, diffs = hashes[rows], phy[rows], diffs[rows]
-        if not len(rows):
-            return 0
-        shown = path_display(layout)(pointer.path)
-        ts = np.empty(len(rows), dtype=np.int64)
-        found, read = kernels.check_entries_scanned(records, buf, cl.file_from_offset, cl.file_size, phy, hashes, ts)
-        for j in np.flatnonzero(found).tolist():
-            i = int(rows[j])
-            finding = _entry_finding(int(found[j]), cl, shown, first_entry + i * index_format.ENTRY_SIZE, i,
-                                     int(phy[j]), int(hashes[j]))
-            if finding is not None:
-                result.findings.append(finding)
-        known = ts > 0
-        # the header's times are the first and the last entry's store times
-        for number, where, expected_ts, field_name in ((1, 0, pointer.begin_timestamp, "beginTimestamp"),
-                                                       (count - 1, 8, pointer.end_timestamp, "endTimestamp")):
-            at = np.flatnonzero(rows == number)
-            if len(at) and known[at[0]] and int(ts[at[0]]) != expected_ts:
-                result.findings.append(Finding("index", "bad-header", shown, where, None,
-                                               f"{field_name} is not the {'first' if number == 1 else 'last'} "
-                                               "entry's store time", expected=int(ts[at[0]]), found=expected_ts))
-        # timeDiff is (store time - beginTimestamp) / 1000 from the second entry on (the first was
-        # computed against the previous file's end, then beginTimestamp moved to it)
-        expect = np.clip((ts - pointer.begin_timestamp) // 1000, 0, 0x7FFFFFFF)
-        wrong = known & (rows >= 2) & (diffs != expect)
-        for j in np.flatnonzero(wrong).tolist():
-            i = int(rows[j])
-            result.findings.append(Finding("index", "entry-wrong-time", shown,
-                                           first_entry + i * index_format.ENTRY_SIZE + 12, int(phy[j]),
-                                           f"entry {i}: timeDiff is not the record's store time - beginTimestamp",
-                                           expected=int(expect[j]), found=int(diffs[j])))
-        return read
-    finally:
-        ix.close()
+    times.  Returns how many of them were checked by reading the commitlog.  opened: the
+    commitlog task's open files (the index file is mapped once a task)."""
+    ix = opened.get(pointer.path, lambda: IndexFile(Path(pointer.path), pointer.slots, pointer.index_num))
+    count = pointer.count
+    first_entry = index_format.entry_position(ix.hash_slot_num, 0)
+    if pointer.sorted:   # a binary search finds the entries pointing here; convert only those
+        raw = np.frombuffer(ix.buf, dtype=np.uint8)
+        a = fastscan.lower_bound(raw, first_entry + index_format.PHY_OFFSET_AT, index_format.ENTRY_SIZE, 1, count,
+                                 low)
+        b = fastscan.lower_bound(raw, first_entry + index_format.PHY_OFFSET_AT, index_format.ENTRY_SIZE, a, count,
+                                 high)
+        del raw
+        opened.reading(pointer.path, first_entry + a * index_format.ENTRY_SIZE,
+                       first_entry + b * index_format.ENTRY_SIZE)
+        part = np.frombuffer(ix.buf, dtype=index_format.entry_dtype(), count=b - a,
+                             offset=first_entry + a * index_format.ENTRY_SIZE)
+        hashes, phy, diffs = (part[k].astype(np.int64) for k in ("keyHash", "phyOffset", "timeDiff"))
+        del part
+        rows = np.arange(a, b)
+    else:
+        opened.reading(pointer.path)
+        first_entry, hashes, phy, diffs, _ = read_entries(ix, count)
+        numbers = np.arange(count)
+        rows = np.flatnonzero((numbers >= 1) & (phy >= low) & (phy < high))
+        hashes, phy, diffs = hashes[rows], phy[rows], diffs[rows]
+    if not len(rows):
+        return 0
+    shown = relative_paths(layout.root)(pointer.path)
+    ts = np.empty(len(rows), dtype=np.int64)
+    found, read = kernels.check_entries_scanned(records, buf, cl.file_from_offset, cl.file_size, phy, hashes, ts)
+    for j in np.flatnonzero(found).tolist():
+        i = int(rows[j])
+        finding = _entry_finding(int(found[j]), cl, shown, first_entry + i * index_format.ENTRY_SIZE, i,
+                                 int(phy[j]), int(hashes[j]))
+        if finding is not None:
+            result.findings.append(finding)
+    known = ts > 0
+    # the header's times are the first and the last entry's store times
+    for number, where, expected_ts, field_name in ((1, 0, pointer.begin_timestamp, "beginTimestamp"),
+                                                   (count - 1, 8, pointer.end_timestamp, "endTimestamp")):
+        at = np.flatnonzero(rows == number)
+        if len(at) and known[at[0]] and int(ts[at[0]]) != expected_ts:
+            result.findings.append(Finding("index", "bad-header", shown, where, None,
+                                           f"{field_name} is not the {'first' if number == 1 else 'last'} "
+                                           "entry's store time", expected=int(ts[at[0]]), found=expected_ts))
+    # timeDiff is (store time - beginTimestamp) / 1000 from the second entry on (the first was
+    # computed against the previous file's end, then beginTimestamp moved to it)
+    expect = np.clip((ts - pointer.begin_timestamp) // 1000, 0, 0x7FFFFFFF)
+    wrong = known & (rows >= 2) & (diffs != expect)
+    for j in np.flatnonzero(wrong).tolist():
+        i = int(rows[j])
+        at = first_entry + i * index_format.ENTRY_SIZE + index_format.TIME_DIFF_AT
+        result.findings.append(Finding("index", "entry-wrong-time", shown, at, int(phy[j]),
+                                       f"entry {i}: timeDiff is not the record's store time - beginTimestamp",
+                                       expected=int(expect[j]), found=int(diffs[j])))
+    return read
 
 
 def _entry_finding(code, cl, shown, file_offset, number, phy, key_hash) -> Finding | None:

@@ -12,6 +12,7 @@ import numpy as np
 # an index file's layout, derived from its schema (numba's constants)
 from mqtool.formats.index import ENTRY_SIZE, KEY_HASH_AT, PHY_OFFSET_AT, PREV_INDEX_AT, SLOT_SIZE, TIME_DIFF_AT
 from mqtool.formats.index import HEADER_SIZE as INDEX_HEADER
+from mqtool.formats.consumequeue import COMMIT_LOG_OFFSET_AT, PRE_BLANK, SIZE_AT, TAGS_CODE_AT, UNIT_SIZE, unit_dtype
 from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_prefix
 from mqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.native.fastscan import (
@@ -25,8 +26,10 @@ from mqtool.native.fastscan import (
     read_props,
     tags_hash_of,
 )
-from mqtool.native import aot
+from mqtool.native import aot, fastscan
 from mqtool.native.jit import njit
+
+PRE_BLANK_SIZE = PRE_BLANK[1]
 
 UNIT_OK = 0
 UNIT_NOT_A_RECORD = 1      # no valid record starts at the unit's offset
@@ -211,6 +214,104 @@ def index_structure(buf, slots, count, bad_entries, bad_slots, slot_kinds):
     return used, n_entries, n_slots, low, high, ordered
 
 
+# ------------------------------------------------------- queue offsets in commitlog order
+
+@njit(cache=True, nogil=True)
+def queue_runs(topic_hash, queue_id, queue_offset, nums, dispatched, table, runs, jumps, expected):
+    """The queue offsets of a chunk's records, in commitlog order: in each queue (topic_hash,
+    queue_id) every dispatched record's is the one before's plus that one's nums (1, or its
+    INNER_NUM).  table: an open-addressing table of run numbers (-1: free; a power of two in
+    size, at least twice the queues).  Each queue's run, in the order they first appear, goes to
+    runs[k] = (first row, last row, the next queue offset); the rows whose queue offset breaks
+    the rule go to jumps (as far as it has room), with what they should have held to expected.
+    Returns (runs, jumps), or (-1, 0) when the table is over half full: call again with a bigger
+    one."""
+    mask = len(table) - 1
+    n_runs = n_jumps = 0
+    for i in range(len(topic_hash)):
+        if not dispatched[i]:
+            continue
+        h = (topic_hash[i] * 31 + queue_id[i]) & mask
+        while True:
+            k = table[h]
+            if k < 0:
+                break
+            first = runs[k, 0]
+            if topic_hash[first] == topic_hash[i] and queue_id[first] == queue_id[i]:
+                break
+            h = (h + 1) & mask
+        if k < 0:
+            if 2 * (n_runs + 1) > len(table):
+                return -1, 0
+            k = table[h] = n_runs
+            n_runs += 1
+            runs[k, 0] = i
+        elif queue_offset[i] != runs[k, 2]:
+            if n_jumps < len(jumps):
+                jumps[n_jumps] = i
+                expected[n_jumps] = runs[k, 2]
+            n_jumps += 1
+        runs[k, 1] = i
+        runs[k, 2] = queue_offset[i] + nums[i]
+    return n_runs, n_jumps
+
+
+# ------------------------------------------------------- a consume queue file on its own
+
+@njit(cache=True, nogil=True)
+def unit_summary(raw, count, first_file, bad_rows, holes):
+    """One pass over the first count units of a consume queue file (raw: its bytes; the layout of
+    formats/consumequeue.py).  A unit is written when a field is not zero, a pre-blank when it is
+    ConsumeQueue.fillPreBlank's, valid when its offset >= 0 and its size > 0 and it is no
+    pre-blank.  bad_rows receives (as far as it has room) the rows of the written units that are
+    neither, and of the pre-blanks anywhere but at the start of the queue's first file
+    (first_file); holes, the rows of the units not written before the last written one.  Returns
+    (valid units, last written row, first valid row, one past the last, the lowest and highest
+    offset they point at, whether they go up with no other unit between them, bad rows, holes);
+    rows are -1 where there is none."""
+    valid_units = 0
+    last_written = first_valid = last_valid = -1
+    low = high = previous = np.int64(0)
+    ordered = True
+    other_since = False          # a unit that is not valid since the last valid one
+    leading = first_file         # still in the pre-blanks that start the queue
+    n_bad = n_unwritten = unwritten_since = 0
+    for row in range(count):
+        at = row * UNIT_SIZE
+        offset = i64(raw, at + COMMIT_LOG_OFFSET_AT)
+        size = i32(raw, at + SIZE_AT)
+        tags = i64(raw, at + TAGS_CODE_AT)
+        written = offset != 0 or size != 0 or tags != 0
+        pre_blank = offset == 0 and size == PRE_BLANK_SIZE and tags == 0
+        leading = leading and pre_blank
+        valid = offset >= 0 and size > 0 and not pre_blank
+        if written:
+            last_written = row
+            unwritten_since = 0
+        else:
+            if n_unwritten < len(holes):
+                holes[n_unwritten] = row
+            n_unwritten += 1
+            unwritten_since += 1
+        if valid:
+            if first_valid < 0:
+                first_valid, low, high = row, offset, offset
+            else:
+                if other_since or offset <= previous:
+                    ordered = False
+                low, high = min(low, offset), max(high, offset)
+            previous, last_valid, other_since = offset, row, False
+            valid_units += 1
+        else:
+            other_since = True
+            if (written and not pre_blank) or (pre_blank and not leading):
+                if n_bad < len(bad_rows):
+                    bad_rows[n_bad] = row
+                n_bad += 1
+    return (valid_units, last_written, first_valid, last_valid + 1, low, high, ordered, n_bad,
+            n_unwritten - unwritten_since)
+
+
 # ------------------------------------------ the same checks, against records already scanned
 
 SCANNED = ("offset", "size", "queue_id", "queue_offset", "sys_flag", "store_ts", "topic_hash", "topic_len")
@@ -253,20 +354,26 @@ def _find(a, value, j):
 
 
 @njit(cache=True, nogil=True)
-def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_len, queue, schedule, delays, found):
-    """check_units' UNIT_* code for each unit, from the columns of the records (scanned()'s
-    SCANNED and PARSED columns, as a tuple): UNSETTLED where the unit does not point at the start
-    of a scanned record, or the record's strings are not plain UTF-8, or its DELAY is unreadable.
-    The topic is compared by its topic_hash and length (as _check_chunk groups queues).  Returns
-    how many are unsettled."""
+def units_by_records(records, raw, a, b, rows, logical0, topic_hash, topic_len, queue, schedule, delays, found):
+    """check_units' UNIT_* code for units of a consume queue file (raw: its bytes), read where
+    they lie: rows a..b-1, or the row numbers in rows when it is not empty; each against the
+    columns of the records (scanned()'s SCANNED and PARSED columns, as a tuple).  UNSETTLED where
+    the unit does not point at the start of a scanned record, or the record's strings are not
+    plain UTF-8, or its DELAY is unreadable.  The topic is compared by its topic_hash and length
+    (as _check_chunk groups queues).  found[k] is the code of the k-th unit.  Returns how many
+    are unsettled."""
     (offset, size, queue_id, queue_offset, sys_flag, store_ts, t_hash, t_len, tags_hash, delay_level,
      flags) = records
     unsettled = 0
     j = 0
-    for i in range(len(offsets)):
-        j = _find(offset, offsets[i], j)
+    n = len(rows) if len(rows) else b - a
+    for k in range(n):
+        row = rows[k] if len(rows) else a + k
+        at = row * UNIT_SIZE
+        unit_offset = i64(raw, at + COMMIT_LOG_OFFSET_AT)
+        j = _find(offset, unit_offset, j)
         code = UNSETTLED
-        if j < len(offset) and offset[j] == offsets[i] and not flags[j] & UTF8_IRREGULAR:
+        if j < len(offset) and offset[j] == unit_offset and not flags[j] & UTF8_IRREGULAR:
             delayed = schedule and (flags[j] & HAS_DELAY) != 0
             delay = delay_level[j]
             if not (delayed and delay < 0):
@@ -274,7 +381,7 @@ def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_l
                 if delayed and delay > 0:
                     expected = store_ts[j] + delays[min(delay, len(delays)) - 1]
                 tx = sys_flag[j] & TRANSACTION_MASK
-                if size[j] != sizes[i]:
+                if size[j] != i32(raw, at + SIZE_AT):
                     code = UNIT_SIZE_MISMATCH
                 elif tx == TRANSACTION_PREPARED or tx == TRANSACTION_ROLLBACK:
                     code = UNIT_NOT_DISPATCHED
@@ -282,13 +389,13 @@ def units_by_records(records, offsets, sizes, tags, logical, topic_hash, topic_l
                     code = UNIT_WRONG_TOPIC
                 elif queue_id[j] != queue:
                     code = UNIT_WRONG_QUEUE
-                elif queue_offset[j] != logical[i]:
+                elif queue_offset[j] != logical0 + row:
                     code = UNIT_WRONG_QUEUE_OFFSET
-                elif expected != tags[i]:
+                elif expected != i64(raw, at + TAGS_CODE_AT):
                     code = UNIT_WRONG_TAGS_CODE
                 else:
                     code = UNIT_OK
-        found[i] = code
+        found[k] = code
         if code == UNSETTLED:
             unsettled += 1
     return unsettled
@@ -321,28 +428,23 @@ def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, p
     return unsettled
 
 
-def topic_hash(topic: str) -> int:
-    """The topic_hash column's value for a topic: FNV-1a of its UTF-8 bytes, as a signed int64."""
-    h = 0xCBF29CE484222325
-    for b in topic.encode("utf-8"):
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h - (1 << 64) if h >= 1 << 63 else h
-
-
-def check_units_scanned(records: dict, buf, base, limit, offsets, sizes, tags, logical, topic: str, queue,
+def check_units_scanned(records: dict, buf, base, limit, raw, a, b, rows, logical0, topic: str, queue,
                         schedule, delays):
-    """check_units' codes, from the columns of the records (scanned()) instead of their bytes;
-    check_units itself for the units those cannot settle.  Returns (codes, how many units were
-    checked by reading buf)."""
-    found = np.empty(len(offsets), dtype=I64)
+    """check_units' codes for units of a consume queue file (raw: its bytes; rows a..b-1, or the
+    rows given), from the columns of the records (scanned()) instead of their bytes; check_units
+    itself for the units those cannot settle.  Returns (codes, how many units were checked by
+    reading buf)."""
+    found = np.empty(len(rows) if len(rows) else b - a, dtype=I64)
     name = topic.encode("utf-8")
-    unsettled = units_by_records(tuple(records[k] for k in SCANNED + PARSED), offsets, sizes, tags, logical,
-                                 topic_hash(topic), len(name), queue, schedule, delays, found)
+    unsettled = units_by_records(tuple(records[k] for k in SCANNED + PARSED), raw, a, b, rows, logical0,
+                                 fastscan.topic_hash(topic), len(name), queue, schedule, delays, found)
     if unsettled:
         rest = np.flatnonzero(found == UNSETTLED)
+        numbers = rows[rest] if len(rows) else a + rest
+        units = np.frombuffer(raw, dtype=unit_dtype(), count=len(raw) // UNIT_SIZE)[numbers]
         codes = np.empty(len(rest), dtype=I64)
-        check_units(buf, base, limit, offsets[rest], sizes[rest], tags[rest], logical[rest],
-                    np.frombuffer(name, dtype=np.uint8), queue, schedule, delays, codes)
+        check_units(buf, base, limit, *(units[k].astype(I64) for k in ("commitLogOffset", "size", "tagsCode")),
+                    logical0 + numbers, np.frombuffer(name, dtype=np.uint8), queue, schedule, delays, codes)
         found[rest] = codes
     return found, unsettled
 
@@ -370,7 +472,10 @@ def warm_up() -> None:
     check_entries(buf, 0, 64, one, one, one.copy(), one.copy())
     index_structure(buf, 1, 1, one.copy(), one.copy(), one.copy())
     records = scanned([])
-    check_units_scanned(records, buf, 0, 64, one, one, one, one, "T", 0, False, one)
+    unit_summary(buf, 1, True, one.copy(), one.copy())
+    queue_runs(one, one, one, one, np.ones(1, dtype=np.bool_), np.full(2, -1, dtype=I64), np.zeros((1, 3), dtype=I64),
+               one.copy(), one.copy())
+    check_units_scanned(records, buf, 0, 64, buf, 0, 1, np.zeros(0, dtype=I64), 0, "T", 0, False, one)
     check_entries_scanned(records, buf, 0, 64, one, one, one.copy())
 
 

@@ -12,18 +12,19 @@ from mqtool.forensics.verify import kernels
 from mqtool.forensics.verify.findings import (
     UNIT_PROBLEMS,
     Finding,
+    PointerFiles,
     Pointers,
     TaskResult,
-    path_display,
 )
 from mqtool.formats import consumequeueext, multidispatch
 from mqtool.formats.commitlog import Record, RecordError, decode_entry
-from mqtool.formats.consumequeue import PRE_BLANK, UNIT_SIZE, unit_dtype
+from mqtool.formats.consumequeue import COMMIT_LOG_OFFSET_AT, PRE_BLANK, UNIT_SIZE, UNIT_STRUCT, unit_dtype
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage.dispatchrequest import from_record
+from mqtool.storage.fsutil import relative_paths
 from mqtool.storage.mappedfile import MappedFile
 
 # ------------------------------------------------------------- consume queues
@@ -46,53 +47,42 @@ def cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
     """Check one consume queue on its own: invalid units, holes, pre-blank units where they may
     be; and say which commitlog offsets each of its files points at."""
     result = TaskResult()
-    display = path_display(layout)
+    display = relative_paths(layout.root)
     cq = ConsumeQueue(topic, queue_id, Path(directory), layout.consume_queue_file_size())
     try:
         for problem in cq.files.problems:
             result.findings.append(Finding("cq", problem.kind, display(problem.path), None, None, problem.message))
-        seen_end = False        # an invalid or empty unit was met: every later written unit is a hole
         expected_next = None
         for mf in cq.files:
             path = display(mf.path)
-            offsets, sizes, tags, pre_blank, valid = read_units(mf)
             count = mf.file_size // UNIT_SIZE
             result.bytes += mf.file_size
             result.files += 1
-            written = (offsets != 0) | (sizes != 0) | (tags != 0)
-            if mf is cq.files.files[0]:
-                stray = pre_blank.copy()     # pre-blanks only before the first unit
-                stray[:len(stray) if stray.all() else int(np.argmin(stray))] = False
-            else:
-                stray = pre_blank
-            last_written = int(np.flatnonzero(written)[-1]) if written.any() else -1
+            raw = np.frombuffer(mf.buf, dtype=np.uint8)
+            try:
+                summary, bad_rows, holes = _summary(raw, min(-(-mf.data_end // UNIT_SIZE), count),
+                                                    mf is cq.files.files[0])
+            finally:
+                del raw
+            valid_units, last_written, first, last, low, high, in_order = summary[:7]
             logical0 = mf.file_from_offset // UNIT_SIZE
-            for i in np.flatnonzero((written & ~valid & ~pre_blank) | stray).tolist():
-                result.findings.append(Finding("cq", "invalid-unit", path, i * UNIT_SIZE, int(offsets[i]),
-                                               f"unit {logical0 + i} is not a valid unit",
-                                               found=[int(offsets[i]), int(sizes[i]), int(tags[i])]))
-            holes = np.flatnonzero(~written[:max(last_written, 0)])
-            if seen_end and last_written >= 0 and not written[0]:
-                holes = np.r_[0, holes]
+            for i in bad_rows.tolist():
+                offset, size, tags = UNIT_STRUCT.unpack_from(mf.buf, i * UNIT_SIZE)
+                result.findings.append(Finding("cq", "invalid-unit", path, i * UNIT_SIZE, offset,
+                                               f"unit {logical0 + i} is not a valid unit", found=[offset, size, tags]))
             for i in holes.tolist():
                 result.findings.append(Finding("cq", "cq-hole", path, i * UNIT_SIZE, None,
                                                f"unit {logical0 + i} is empty but later units are written"))
             if last_written >= 0 and expected_next is not None and logical0 > expected_next:
                 result.findings.append(Finding("cq", "cq-hole", path, 0, None,
                                                f"units {expected_next}..{logical0 - 1} are missing (no file)"))
-            if last_written < count - 1:
-                seen_end = True
             if last_written >= 0:
                 expected_next = logical0 + last_written + 1
-            result.units += int(valid.sum())
-            if valid.any():
-                rows = np.flatnonzero(valid)
-                pointed = offsets[rows]
-                first, last = int(rows[0]), int(rows[-1]) + 1
-                in_order = bool(valid[first:last].all() and (np.diff(pointed) > 0).all())
-                result.pointers.append(Pointers("cq", str(mf.path), int(pointed.min()), int(pointed.max()),
-                                                topic=topic, queue_id=queue_id, logical0=logical0,
-                                                first=first, last=last, sorted=in_order))
+            result.units += valid_units
+            if valid_units:
+                result.pointers.append(Pointers("cq", str(mf.path), int(low), int(high), topic=topic,
+                                                queue_id=queue_id, logical0=logical0, first=first, last=last,
+                                                sorted=bool(in_order)))
         result.queue_max[(topic, queue_id)] = expected_next if expected_next is not None else cq.min_offset()
         result.queue_min[(topic, queue_id)] = cq.min_offset()
     finally:
@@ -100,57 +90,74 @@ def cq_task(layout, topic: str, queue_id: int, directory: str) -> TaskResult:
     return result
 
 
+def _summary(raw, count: int, first_file: bool):
+    """kernels.unit_summary of a queue file's first count units, with room for every bad row and
+    hole (a badly damaged file is read again with more): (its summary, bad rows, holes)."""
+    cap = 1024
+    while True:
+        bad_rows, holes = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+        summary = kernels.unit_summary(raw, count, first_file, bad_rows, holes)
+        n_bad, n_holes = summary[7:]
+        if max(n_bad, n_holes) <= cap:
+            return summary, bad_rows[:n_bad], holes[:n_holes]
+        cap = max(n_bad, n_holes)
+
+
 def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records, low: int, high: int, delays,
-                      delay_levels, result, multi=None) -> int:
+                      delay_levels, result, multi, opened: PointerFiles) -> int:
     """The units of one consume queue file that point into [low, high) of commitlog file cl
     (buf), whose records there are `records` (kernels.scanned).  Returns how many of them
     were checked by reading the commitlog.  multi: the broker's multi-dispatch settings; a unit
-    of another topic's record that names this queue at this offset is one it put there (LMQ)."""
-    mf = MappedFile(pointer.path, file_size, strict=False)
+    of another topic's record that names this queue at this offset is one it put there (LMQ).
+    opened: the commitlog task's open files (the queue file is mapped once a task)."""
+    mf = opened.get(pointer.path, lambda: MappedFile(pointer.path, file_size, strict=False))
     schedule = pointer.topic == SCHEDULE_TOPIC
+    raw = np.frombuffer(mf.buf, dtype=np.uint8)
     try:
-        if pointer.sorted:   # a binary search finds the units pointing here; convert only those
-            raw = np.frombuffer(mf.buf, dtype=np.uint8)
-            a = fastscan.lower_bound(raw, 0, UNIT_SIZE, pointer.first, pointer.last, low)
-            b = fastscan.lower_bound(raw, 0, UNIT_SIZE, a, pointer.last, high)
-            del raw
-            units = np.frombuffer(mf.buf, dtype=unit_dtype(), count=b - a, offset=a * UNIT_SIZE)
-            rows = np.arange(a, b)
-            offsets, sizes, tags = (units[k].astype(np.int64) for k in ("commitLogOffset", "size", "tagsCode"))
-            del units
+        if pointer.sorted:   # a binary search finds the units pointing here
+            a = fastscan.lower_bound(raw, COMMIT_LOG_OFFSET_AT, UNIT_SIZE, pointer.first, pointer.last, low)
+            b = fastscan.lower_bound(raw, COMMIT_LOG_OFFSET_AT, UNIT_SIZE, a, pointer.last, high)
+            rows = np.zeros(0, dtype=np.int64)
+            if a == b:
+                return 0
+            opened.reading(pointer.path, a * UNIT_SIZE, b * UNIT_SIZE)
         else:
-            offsets, sizes, tags, _, valid = read_units(mf)
+            opened.reading(pointer.path)
+            offsets, _, _, _, valid = read_units(mf)
+            a = b = 0
             rows = np.flatnonzero(valid & (offsets >= low) & (offsets < high))
-            offsets, sizes, tags = offsets[rows], sizes[rows], tags[rows]
-        if not len(rows):
-            return 0
-        found, read = kernels.check_units_scanned(records, buf, cl.file_from_offset, cl.file_size, offsets, sizes,
-                                                   tags, pointer.logical0 + rows, pointer.topic, pointer.queue_id,
-                                                   schedule, delay_levels)
+            if not len(rows):
+                return 0
+        found, read = kernels.check_units_scanned(records, buf, cl.file_from_offset, cl.file_size, raw, a, b, rows,
+                                                   pointer.logical0, pointer.topic, pointer.queue_id, schedule,
+                                                   delay_levels)
         bad = np.flatnonzero(found)
-        rows, offsets, sizes, tags, codes = rows[bad], offsets[bad], sizes[bad], tags[bad], found[bad]
-        if len(rows):
-            path = path_display(layout)(mf.path)
-            ext_queue = None
-            for j, i in enumerate(rows.tolist()):
-                if codes[j] == kernels.UNIT_WRONG_TAGS_CODE and consumequeueext.is_ext_addr(int(tags[j])):
-                    if ext_queue is None:
-                        ext_queue = ExtQueue(layout.consume_queue_ext_dir(pointer.topic, pointer.queue_id),
-                                             layout.consume_queue_ext_file_size())
-                    finding = _ext_finding(ext_queue, cl, path, i, pointer.logical0 + i, offsets[j], int(tags[j]),
-                                           delays)
-                    if finding is not None:
-                        result.findings.append(finding)
-                    continue
-                finding = _unit_finding(int(codes[j]), cl, path, i, pointer.logical0 + i, offsets[j], sizes[j],
-                                        tags[j], pointer.topic, pointer.queue_id, delays, multi)
-                if finding is not None:
-                    result.findings.append(finding)
-            if ext_queue is not None:
-                ext_queue.close()
+        if len(bad):
+            rows = rows[bad] if len(rows) else a + bad
+            _unit_findings(layout, pointer, mf, cl, rows, found[bad], delays, multi, result)
         return read
     finally:
-        mf.close()
+        del raw
+
+
+def _unit_findings(layout, pointer, mf, cl, rows, codes, delays, multi, result) -> None:
+    """Findings for the units at rows of queue file mf whose check gave codes (not UNIT_OK)."""
+    path = relative_paths(layout.root)(mf.path)
+    ext_queue = None
+    for i, code in zip(rows.tolist(), codes.tolist()):
+        offset, size, tags = UNIT_STRUCT.unpack_from(mf.buf, i * UNIT_SIZE)
+        if code == kernels.UNIT_WRONG_TAGS_CODE and consumequeueext.is_ext_addr(tags):
+            if ext_queue is None:
+                ext_queue = ExtQueue(layout.consume_queue_ext_dir(pointer.topic, pointer.queue_id),
+                                     layout.consume_queue_ext_file_size())
+            finding = _ext_finding(ext_queue, cl, path, i, pointer.logical0 + i, offset, tags, delays)
+        else:
+            finding = _unit_finding(code, cl, path, i, pointer.logical0 + i, offset, size, tags, pointer.topic,
+                                    pointer.queue_id, delays, multi)
+        if finding is not None:
+            result.findings.append(finding)
+    if ext_queue is not None:
+        ext_queue.close()
 
 
 def _ext_finding(ext_queue, cl, path, i, logical, offset, address, delays) -> Finding | None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from mqtool.forensics.verify import batchqueues
 from mqtool.forensics.verify.commitlog import commitlog_task, merge_runs
-from mqtool.forensics.verify.findings import SCOPES, Finding, Pointers, TaskResult, path_display
+from mqtool.forensics.verify.findings import SCOPES, Finding, Pointers, TaskResult
 from mqtool.forensics.verify.index import index_task, read_entries
 from mqtool.forensics.verify.queues import cq_task, read_units
 from mqtool.forensics.verify.timer import timer_task
@@ -47,6 +47,7 @@ from mqtool.formats.filenames import is_index_name, name_to_offset
 from mqtool.native import fastscan
 from mqtool.native.warmup import Stopwatch
 from mqtool.storage import batchqueue, census, commitlog, dledger, timerstore
+from mqtool.storage.fsutil import relative_paths
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
 
@@ -121,7 +122,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
     delays = layout.config.delay_levels_ms()
     multi = census.multi_dispatch(layout) if "cq" in scopes else None   # LMQ units and queue offsets
     batch_topics = frozenset(batchqueue.topic_names(layout))   # queue offsets move on by INNER_NUM
-    display = path_display(layout)
+    display = relative_paths(layout.root)
 
     def emit(finding: Finding) -> None:
         summary.count(finding)
@@ -194,7 +195,7 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
                                                     display)
         with commitlog.open_queue(layout) as queue:    # where the old commitlog ends, DLedger's entries begin
             summary.division = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
-            for path in dledger.moved_files(queue) if "commitlog" in scopes else []:
+            for path in dledger.moved_files(layout) if "commitlog" in scopes else []:
                 emit(Finding("commitlog", "moved-by-hand", display(path), 0, name_to_offset(path.name),
                              dledger.MOVED_BY_HAND))
     if "cq" in scopes:
@@ -244,7 +245,7 @@ def _outside(layout, pointer: Pointers, spans) -> list[Finding]:
     """Findings for the units or entries of one file that point where the commitlog has no file."""
     starts = np.array([a for a, _ in spans], dtype=np.int64)
     ends = np.array([a + size for a, size in spans], dtype=np.int64)
-    shown = path_display(layout)(pointer.path)
+    shown = relative_paths(layout.root)(pointer.path)
     if pointer.kind == "cq":
         mf = MappedFile(pointer.path, layout.consume_queue_file_size(), strict=False)
         try:

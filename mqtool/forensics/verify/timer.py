@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.forensics.verify.findings import Finding, TaskResult, path_display
+from mqtool.forensics.verify.findings import Finding, TaskResult
 from mqtool.formats import timer as fmt
 from mqtool.formats.commitlog import Record
 from mqtool.formats.javastr import java_hash
 from mqtool.storage import commitlog, timerstore, timerview
+from mqtool.storage.fsutil import relative_paths
 
 
 def timer_task(layout) -> TaskResult:
     """Check the whole timer store (one task: its files are small next to the commitlog)."""
     result = TaskResult()
-    display = path_display(layout)
+    display = relative_paths(layout.root)
     queue = commitlog.open_queue(layout)
     try:
         with timerview.open_view(layout, queue) as view:
