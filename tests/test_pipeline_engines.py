@@ -64,12 +64,17 @@ def test_an_engine_is_an_engine_at_run_time():
     assert not isinstance(object(), Engine)
 
 
-@pytest.mark.parametrize("command", [["verify-crc"], ["rebuild-cq", "--dry-run"], ["stats"]])
-def test_every_command_refuses_spark_options_without_the_spark_engine_alike(command, store_copy, run_cli):
+@pytest.mark.parametrize("command", [["verify-crc"], ["rebuild-cq", "--dry-run"], ["stats"],
+                                     ["export", "--format", "jsonl", "--out", "{tmp}/out"]])
+def test_every_command_refuses_spark_options_without_the_spark_engine_alike(command, store_copy, run_cli, tmp_path):
     """--master and --spark-conf go with --engine spark: each engine command says so in the same
-    words (cli/options.check_engine), before it reads or locks anything."""
+    words (cli/options.check_engine), before it reads or locks anything: a STORE that is not
+    there is not even looked at."""
     store = store_copy("basic")
-    for option in (["--master", "local[2]"], ["--spark-conf", "spark.ui.enabled=false"]):
-        result = run_cli(command[0], store, *command[1:], *option)
-        assert result.code == 2
-        assert "--master and --spark-conf need --engine spark" in result.err
+    rest = [a.format(tmp=tmp_path) for a in command[1:]]
+    for where in (store, tmp_path / "no-such-store"):
+        for option in (["--master", "local[2]"], ["--spark-conf", "spark.ui.enabled=false"]):
+            result = run_cli(command[0], where, *rest, *option)
+            assert result.code == 2, result.err
+            assert "--master and --spark-conf need --engine spark" in result.err
+    assert not (tmp_path / "out").exists()

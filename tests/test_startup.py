@@ -5,10 +5,13 @@ kernels were built ahead of time, nothing imports numba.  Checked by what each p
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
+import shutil
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -78,10 +81,12 @@ def test_a_command_loads_its_own_module_only():
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_registered_command_is_that_command(name):
     """COMMANDS names each command's module and one line of help: the module's command has that
-    name, and the line is the command's short help (no second home) and fits the listing."""
+    name, the line is the first paragraph of the command's own help (its docstring: what click
+    would list, had it imported the command) and it fits the listing."""
     command = cli.get_command(click.Context(cli), name)
     assert command is not None and command.name == name
-    assert command.short_help == COMMANDS[name][1]
+    assert inspect.cleandoc(command.help).split("\n\n")[0] == COMMANDS[name][1]
+    assert command.get_short_help_str(limit=80) == COMMANDS[name][1]
     width = 80 - 6 - max(map(len, COMMANDS))       # click's room for it in an 80-column listing
     assert len(COMMANDS[name][1]) <= width and not COMMANDS[name][1].endswith("...")
 
@@ -119,6 +124,29 @@ def test_commands_do_not_import_numba_where_the_kernels_are_built(args, extracte
     code, out, modules = _mqtool(*[a.format(store=extracted("basic")) for a in args])
     assert code == 0, out
     assert _loaded(modules, ("numba", "llvmlite", "pyarrow"), commands=False) == []
+
+
+SMALL_STORE = Path(__file__).resolve().parent.parent / "examples" / "store"     # 4.x, no timer store, 64 KiB
+
+
+@pytest.mark.parametrize("args", [("info", "{store}"), ("info", "{store}", "--json"),
+                                  ("dump", "{store}", "checkpoint"), ("dump", "{store}", "index", "--json"),
+                                  ("dump", "{store}/commitlog/00000000000000000000", "--json"),
+                                  ("lag", "{store}", "--json")], ids=" ".join)
+def test_commands_on_a_small_store_import_neither_numpy_nor_numba(args, tmp_path):
+    """info, dump and lag of a store of a few messages without a timer store take the plain walks:
+    numpy (the timer store's view, the columns of compiled chunks, long queues' sums) is not loaded,
+    nor numba.  lag reads a group's committed offsets (config/consumerOffset.json added to a copy)."""
+    store = tmp_path / "store"
+    shutil.copytree(SMALL_STORE, store)
+    (store / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": {"BasicTopic@billing": {"0": 3}}}))
+    code, out, modules = _mqtool(*[a.format(store=store) for a in args])
+    assert code == 0, out
+    assert out.strip()
+    if args[0] == "lag":          # the queue's tail was summed: 10 messages after committed offset 3
+        line = next(json.loads(x) for x in out.splitlines() if '"queueId":0,' in x)
+        assert line["lagMessages"] == 10 and line["lagBytes"] > 0
+    assert _loaded(modules, ("numpy", "numba", "llvmlite", "pyarrow"), commands=False) == []
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

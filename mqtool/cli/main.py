@@ -20,7 +20,9 @@ from mqtool.cli import heap, output
 
 # Every command: its name, its module in mqtool/commands/ (loaded only when the command runs or
 # its own --help is asked for), and its one line in `mqtool --help` and in shell completion,
-# whole (no "..."): adding a command is adding its line here.
+# whole (no "..."): adding a command is adding its line here.  The line is the first paragraph of
+# the command's own help, its docstring (tests/test_startup.py keeps the two equal): written twice
+# so that listing the commands imports none of them.
 COMMANDS = {
     "info": ("info", "The store at a glance: files, offsets, queues, lock."),
     "dump": ("dump", "The entries of a store's files, as they are on disk."),
@@ -65,9 +67,7 @@ class MqtoolGroup(click.Group):
         if name not in self.commands:
             import importlib
 
-            command = importlib.import_module(f"mqtool.commands.{COMMANDS[name][0]}").cli
-            command.short_help = COMMANDS[name][1]
-            self.add_command(command, name)
+            self.add_command(importlib.import_module(f"mqtool.commands.{COMMANDS[name][0]}").cli, name)
         return self.commands[name]
 
     def format_commands(self, ctx, formatter):

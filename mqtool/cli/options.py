@@ -113,9 +113,9 @@ def jobs_option(what: str):
 
 def _jobs(ctx, param, value):
     if value == 0:
-        import os
+        from mqtool.pipeline.local import default_jobs   # at use: the pool's module, only for -j 0
 
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return default_jobs()
     return value
 
 

@@ -7,8 +7,8 @@ cli/requires.py): `@requires.run` hands the command a `Run` as its first argumen
   gate the embedded store passes too); `run.open_store(config)` opens the embedded store (made by
   `run.message_store`, for the commands that open it their own way) and says what its recovery
   cut first and what else opening did;
-- the pipeline's: `run.open_engine(engine, jobs, master, spark_conf)` (the options checked
-  together first);
+- the pipeline's: `run.open_engine(engine, jobs, master, spark_conf)`; a command with the engine
+  options (options.spark_options) has them checked together (options.check_engine) before it runs;
 - timed runs: `run.warm_up(*loaders)` loads the compiled kernels as start-up, and
   `run.timings()` gives `seconds` and `loadSeconds` (native.warmup.Stopwatch).
 """
@@ -19,7 +19,7 @@ import functools
 import os
 from contextlib import contextmanager
 
-from mqtool.cli import output
+from mqtool.cli import options, output
 from mqtool.native.warmup import Stopwatch
 
 
@@ -28,6 +28,8 @@ def run(command):
     Run first, then its options."""
     @functools.wraps(command)
     def with_run(*args, **kwargs):
+        if "engine" in kwargs:    # options.spark_options: the engine options checked together, once, first
+            options.check_engine(kwargs["engine"], kwargs.get("master"), kwargs.get("spark_conf"))
         return command(Run(bool(kwargs.get("as_json"))), *args, **kwargs)
 
     return with_run
@@ -80,12 +82,11 @@ class Run:
         return engine
 
     def open_engine(self, engine: str, jobs: int = 1, master=None, spark_conf=()):
-        """The pipeline engine the options chose (pipeline.engines.open_engine), after
-        options.check_engine; --jobs is the local engine's, --master and --spark-conf Spark's."""
-        from mqtool.cli.options import check_engine
+        """The pipeline engine the options chose (pipeline.engines.open_engine; run has checked
+        them together: options.check_engine); --jobs is the local engine's, --master and
+        --spark-conf Spark's."""
         from mqtool.pipeline import engines
 
-        check_engine(engine, master, spark_conf)
         if engine == "spark":
             return engines.open_engine("spark", master=master, conf=spark_conf)
         return engines.open_engine("local", jobs=jobs)

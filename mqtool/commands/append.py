@@ -52,7 +52,7 @@ LISTED_FAILURES = 100
 @requires.run
 def cli(run, store, config_path, settings, as_json, progress, topic, queue_id, tags, keys, props, body, body_file,
         born_host, delay_level, flag, input_path, flush_type, batch, dry_run, allow_system_topics):
-    """Put messages into STORE, as a broker would store them."""
+    """Put messages into a store, as a broker would."""
     settings = list(settings)
     if flush_type:
         settings.append(f"flushDiskType={'SYNC_FLUSH' if flush_type == 'sync' else 'ASYNC_FLUSH'}")

@@ -56,7 +56,7 @@ SHOWN_LINES = 20   # queue and consumer-group lines in text output before "... a
 @requires.run
 def cli(run, store, config_path, settings, as_json, prometheus, ignore_window, force, dry_run, retention_ms_,
         retention_minutes, retention_hours, retention_bytes, delete_delay, max_files, undo, verbose):
-    """Delete expired commitlog files and what points at them, by RocketMQ's rules.
+    """Delete expired commitlog files by RocketMQ's rules.
 
     By default only inside the deleteWhen hours and only expired files (fileReservedTime
     hours since last modified), at most 10 a run, oldest first, never the file being

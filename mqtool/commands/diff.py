@@ -21,7 +21,9 @@ from mqtool.storage.settings import open_layout
 @options.json_option
 @requires.run
 def cli(run, store_a, store_b, config_path, settings, as_json):
-    """Compare two replicas: the first offset where their commitlogs diverge (with the DLedger
+    """Where two replicas diverge, and what only one holds.
+
+    Compare two replicas: the first offset where their commitlogs diverge (with the DLedger
     entry index and term there), and the messages only one of them holds (topic, queue, msgId,
     keys).  Both stores are read, never changed; --config/--set apply to both.
     """

@@ -40,7 +40,9 @@ from mqtool.storage.settings import open_layout
 def cli(run, target, kind, config_path, settings, as_json, topics, queues, offset_from, offset_to,
         queue_offset_from, queue_offset_to, since, until, limit, body_format, no_body, no_crc, slots,
         progress):
-    """The entries of a store's files as they are on disk, each marked when it fails a check.
+    """The entries of a store's files, as they are on disk.
+
+    Each entry is marked when it fails a check.
 
     STORE is a store directory (then KIND is required) or one file of a store (KIND is
     inferred from its place, or given).  KIND is one of:

@@ -36,7 +36,7 @@ from mqtool.pipeline import exporter
 @requires.run
 def cli(run, stores, config_path, settings, out, fmt, with_body, overwrite, topics, since, until, engine, jobs,
         master, spark_conf, as_json):
-    """Export commitlog records as Parquet or JSON lines, partitioned by topic.
+    """Commitlog records as Parquet or JSON lines, per topic.
 
     STORE is a store directory, NAME=DIR, or a directory with one store per broker; the rows of
     all of them go into one output, each with its broker name.

@@ -34,7 +34,10 @@ from mqtool.storage.settings import open_layout
 @options.body_options
 @requires.run
 def cli(run, store, topic, queue_id, queue_offset, count, config_path, settings, as_json, body_format, no_body):
-    """Messages at queue offsets N, N+1, ... of queue --queue of topic --topic."""
+    """Messages by queue offset, read through the consume queue.
+
+    Messages at queue offsets N, N+1, ... of queue --queue of topic --topic.
+    """
     layout = open_layout(store, config_path, settings)
     run.reading([layout])
     with StoreReader(layout) as reader:

@@ -39,7 +39,10 @@ def _ago(millis) -> str:
 @options.prometheus_option
 @requires.run
 def cli(run, store, config_path, settings, as_json, prometheus):
-    """Files and sizes per kind, offsets, queues, checkpoint times, shutdown state and lock."""
+    """The store at a glance: files, offsets, queues, lock.
+
+    Files and sizes per kind, offsets, queues, checkpoint times, shutdown state and lock.
+    """
     layout = open_layout(store, config_path, settings)
     info = storeinfo.gather(layout)
     if as_json:

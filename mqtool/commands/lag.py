@@ -25,7 +25,9 @@ from mqtool.storage.settings import open_layout
 @click.option("--topic", "topics", multiple=True, metavar="TOPIC", help="Only this topic (repeatable).")
 @requires.run
 def cli(run, store, config_path, settings, as_json, prometheus, groups, topics):
-    """Per consumer group, topic and queue: committed offset, the queue's min and max, the lag in
+    """Consumer lag per group, topic and queue, offline.
+
+    Per consumer group, topic and queue: committed offset, the queue's min and max, the lag in
     messages and bytes, and the store time of the oldest message not consumed yet.
 
     Offsets come from config/consumerOffset.json (lmqConsumerOffset.json with enableLmq; a .bak when

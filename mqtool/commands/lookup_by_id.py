@@ -36,7 +36,9 @@ from mqtool.storage.settings import open_layout
 @options.progress_option
 @requires.run
 def cli(run, store, msgid, uniq, topic, config_path, settings, as_json, body_format, no_body, progress):
-    """The message with offset message id MSGID (32 hex digits, 56 for an IPv6 store host).
+    """The message an offset message id or a UNIQ_KEY names.
+
+    The message with offset message id MSGID (32 hex digits, 56 for an IPv6 store host).
 
     When no record of this store starts at the id's offset, or with --uniq, MSGID is taken
     as a UNIQ_KEY instead.

@@ -59,7 +59,9 @@ def time_window(since, until, begin=None, end=None) -> tuple[int, int]:
 @requires.run
 def cli(run, store, key, topic, since, until, max_num, begin, end, old_max, scan, config_path, settings, as_json,
         body_format, no_body, progress):
-    """Messages whose KEYS or UNIQ_KEY hold KEY, in topic --topic.
+    """Messages by key (KEYS or UNIQ_KEY) in a topic.
+
+    Messages whose KEYS or UNIQ_KEY hold KEY, in topic --topic.
 
     KEY is one of a message's KEYS (space-separated in the message, each indexed on its own)
     or its UNIQ_KEY, the msgId a producer's send result shows, so a client's msgId is

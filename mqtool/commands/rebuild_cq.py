@@ -23,7 +23,9 @@ from mqtool.storage.layout import discover
 @requires.run
 def cli(run, store, config_path, settings, as_json, topics, with_index, dry_run, no_quarantine, quarantine_dir,
         engine, master, spark_conf, progress):
-    """Rebuild consume queues from the commitlog, byte for byte as a broker writes them.
+    """Rebuild consume queues (and the index) from the commitlog.
+
+    The files are written byte for byte as a broker writes them.
 
     The commitlog's valid records (up to the first damage: run `recover` first on a damaged
     store) are dispatched again into a staging directory; then the rebuilt queues replace the
@@ -38,7 +40,6 @@ def cli(run, store, config_path, settings, as_json, topics, with_index, dry_run,
         raise click.UsageError("--index rebuilds the whole index: it cannot be limited with --topic")
     config = run.write_config(store, config_path, settings)
     layout = discover(config, config_given=True)
-    options.check_engine(engine, master, spark_conf)
     sizes = _sizes_used(config, with_index)
     for what, size, origin in sizes:
         if origin == "RocketMQ's default":

@@ -32,7 +32,9 @@ from mqtool.storage.settings import open_layout
               help="Keep cut bytes here instead of STORE/quarantine/ (another disk, when this one is full).")
 @requires.run
 def cli(run, store, config_path, settings, as_json, mode, dry_run, no_quarantine, quarantine_dir):
-    """Recover a store as a broker's start would: cut what is not valid, rebuild what is missing.
+    """Recover a store as a broker's start would.
+
+    It cuts what is not valid and rebuilds what is missing.
 
     Normal recovery (no abort file) checks the last three commitlog files; abnormal recovery
     starts where the checkpoint says everything was safe and dispatches everything after it

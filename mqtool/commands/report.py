@@ -24,7 +24,9 @@ from mqtool.storage.settings import open_layout
 @options.jobs_option("Read the commitlog's files in this many processes")
 @requires.run
 def cli(run, store, config_path, settings, as_json, out, jobs):
-    """A forensic report with pictures: commitlog map, messages and bytes per hour, sizes, consumer lag,
+    """A forensic HTML report with charts.
+
+    Its pictures: commitlog map, messages and bytes per hour, sizes, consumer lag,
     timer backlog, retries and dead letters, transactions, and the disk against the broker's levels
     with what the next clean would cost."""
     reportpage.check()

@@ -23,7 +23,9 @@ from mqtool.storage.settings import open_layout
                    "extensions, batch queues, RocksDB consume queues): OUT gets plain consume queues only.")
 @requires.run
 def cli(run, store, out, config_path, settings, as_json, progress, drop_features):
-    """Copy every intact message (magic code and body CRC check) of STORE into a new store OUT.
+    """Copy every intact message of a damaged store into a new one.
+
+    Copy every intact message (magic code and body CRC check) of STORE into a new store OUT.
 
     OUT is built aside (.OUT.salvage-<pid>-<ms>/ beside it) and appears only when complete; a
     killed run leaves no OUT, and the next run clears what it left and starts over.

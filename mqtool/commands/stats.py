@@ -30,7 +30,9 @@ from mqtool.pipeline import storestats
 @requires.run
 def cli(run, stores, config_path, settings, as_json, prometheus, topics, since, until, engine, jobs, master, spark_conf,
         no_crc):
-    """Messages, bytes, store times, sizes, distinct keys and messages per hour, per topic and queue.
+    """Messages, bytes, times, sizes and keys per topic and queue.
+
+    Messages, bytes, store times, sizes, distinct keys and messages per hour, per topic and queue.
 
     STORE is a store directory, NAME=DIR, or a directory with one store per broker; several
     stores are summed up together, each under its broker name (brokerName from --config or --set

@@ -35,7 +35,9 @@ MSGID_SHAPE = ("a msgId is 32 hex digits (56 for an IPv6 host): the producer's m
 @options.progress_option
 @requires.run
 def cli(run, store, msgid, topic, key, scan, now_ms, config_path, settings, as_json, progress):
-    """Where a message went: every hop through retries, dead letters, delays, timers and transactions.
+    """Where a message went: every hop, retry, delay and timer.
+
+    Where a message went: every hop through retries, dead letters, delays, timers and transactions.
 
     MSGID is the producer's msgId (its UNIQ_KEY) or an offset msgId of any of its records; or give
     --topic and --key instead.  Each hop is a record the broker wrote for the message, in store

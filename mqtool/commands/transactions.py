@@ -25,7 +25,9 @@ from mqtool.storage.settings import open_layout
 @options.json_option
 @requires.run
 def cli(run, store, now_ms, config_path, settings, as_json):
-    """Every transaction: COMMITTED, ROLLED_BACK or PENDING, its check copies and ops.
+    """Every transaction: committed, rolled back or pending.
+
+    Every transaction: COMMITTED, ROLLED_BACK or PENDING, its check copies and ops.
 
     Read from the half and op queues (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC), with the
     committed copies found through the index.  A transaction pending longer than transactionTimeOut +

@@ -30,7 +30,9 @@ SCOPE_CHOICES = ("commitlog", "cq", "index", "timer", "all")
 @requires.run
 def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_crc, engine, master, spark_conf,
         progress):
-    """Check a store without changing it: records, body CRCs, consume queues, index, timer store.
+    """Check every record, CRC, queue unit and index entry.
+
+    Check a store without changing it: records, body CRCs, consume queues, index, timer store.
 
     Each problem is reported with its kind, file, byte offset, and what was expected and
     found; a summary follows.  Exit 0 when everything checks, 1 when anything is wrong.
@@ -39,7 +41,6 @@ def cli(run, store, config_path, settings, as_json, prometheus, scope, jobs, no_
     """
     from mqtool.forensics import verify
 
-    options.check_engine(engine, master, spark_conf)
     layout = open_layout(store, config_path, settings)
     every = verify.all_scopes(layout) if "all" in scope else ()
     scopes = tuple(s for s in verify.SCOPES if s in scope or s in every)

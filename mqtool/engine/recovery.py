@@ -48,6 +48,7 @@ import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mqtool.errors import RefusedError
 from mqtool.formats import batchconsumequeue as batch_format
@@ -70,8 +71,13 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, is_valid_unit
 from mqtool.formats.filenames import name_to_offset
 from mqtool.formats.written import written_end
-from mqtool.storage import commitlog, dledger, timerstore, timerview
+from mqtool.storage import commitlog, dledger, timerstore
 from mqtool.storage.commitlog import EndOfData, Problem
+
+if TYPE_CHECKING:
+    # timerview (numpy's) is imported where a timer store is recovered: info walks the commitlog
+    # through walk_for_recovery, and a store without a timer store never needs it
+    from mqtool.storage import timerview
 
 
 @dataclass
@@ -601,6 +607,7 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
     else:
         result.redispatch_from = min(max(max_cq_physic, min_offset), cut)
     if cut < data_end or result.removed_files:
+        from mqtool.storage import timerview
         result.timer = timerview.find_dangling(store.layout, queue, lambda offset, size: offset + size > cut)
     result.timer_recovery = timer_plan(store, cut, result.queue_cuts)
     # index files holding entries for records at or past the cut are rebuilt from their first record
@@ -620,6 +627,7 @@ def timer_plan(store, cut: int, queue_cuts) -> TimerPlan | None:
         return None
     queues = {qid: cq for (topic, qid), cq in store.dispatcher.queues.items() if topic == timer_format.TIMER_TOPIC}
     qc = next((q for q in queue_cuts if q.topic == timer_format.TIMER_TOPIC and q.queue_id == 0), None)
+    from mqtool.storage import timerview
     with timerstore.TimerStore(layout) as ts:
         view = timerview.TimerView(ts, store.commitlog_queue, lost=lambda offset, size: offset + size > cut,
                                    timer_queues=queues, queue_end=None if qc is None else qc.keep_bytes // UNIT_SIZE)
@@ -697,6 +705,7 @@ def apply(store, p: RecoveryPlan, quarantine) -> None:
     queue = store.commitlog_queue
     # timer units left dangling: listed in the quarantine while their records can still be read
     if p.timer is not None:
+        from mqtool.storage import timerview
         with timerview.open_view(store.layout, queue) as view:
             quarantine.save_rows("timer-units.jsonl", timerview.dangling_units(
                 view, lambda offset, size: offset + size > p.cut),

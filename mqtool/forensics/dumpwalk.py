@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from mqtool.forensics.filters import Filters
 from mqtool.formats import batchconsumequeue as batch_format
 from mqtool.formats import dledger as dledger_format
@@ -136,7 +134,9 @@ def walk_commitlog(queue, filters: Filters, tally: Tally, *, check_crc: bool, di
 def _count_chunk(chunk, files: FileOf, filters: Filters, tally: Tally, check_crc: bool):
     """What walk_commitlog counts of each record, for a chunk of them at once; returns the mask of
     the records to show (the filters', cut at --limit, which then sets tally.stopped_at)."""
-    from mqtool.forensics import rowblocks  # compiled code: loaded only when chunks come
+    import numpy as np   # numpy and the compiled code: loaded only when chunks come
+
+    from mqtool.forensics import rowblocks
 
     c = chunk.columns
     files.at(int(c["offset"][0]))       # a chunk lies in one file

@@ -26,8 +26,6 @@ import functools
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-import numpy as np
-
 from mqtool.formats.consumequeue import UNIT_SIZE, UNIT_STRUCT, unit_dtype
 from mqtool.formats.commitlog import Record
 from mqtool.formats.topicnames import SCHEDULE_TOPIC
@@ -161,7 +159,9 @@ class _Queue:
                 sizes = [size for _, size, _ in UNIT_STRUCT.iter_unpack(
                     mf.buf[(lo - f0) * UNIT_SIZE:(hi - f0) * UNIT_SIZE])]
                 suffix = list(accumulate(reversed(sizes)))[::-1]
-            else:
+            else:                    # numpy here: lag of a store of few messages never loads it
+                import numpy as np
+
                 sizes = np.frombuffer(mf.buf, dtype=_units(), count=hi - lo, offset=(lo - f0) * UNIT_SIZE)["size"]
                 suffix = np.cumsum(sizes[::-1].astype(np.int64))[::-1]
             for s in starts:
@@ -182,6 +182,8 @@ class _Queue:
     def _batch_tail(self, starts: list[int]) -> dict[int, tuple[int, int | None]]:
         """Batch units hold message offsets (msgBaseOffset, batchSize) and their store time: a start
         inside a batch counts the batch's whole record, as the consumer fetches it again."""
+        import numpy as np   # a batch queue's units are read as numpy's (batchqueue.units)
+
         result = {s: [0, None] for s in starts}
         for mf in self.handle.files.files:
             units = self.handle.units(mf)

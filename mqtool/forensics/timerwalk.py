@@ -14,7 +14,10 @@ from contextlib import contextmanager
 from mqtool.errors import NotAStoreError
 from mqtool.formats import timer as fmt
 from mqtool.formats.javastr import java_hash
-from mqtool.storage import commitlog, timerstore, timerview
+from mqtool.storage import commitlog, timerstore
+
+# timerview (numpy's) is imported where a timer file is dumped: dump loads this module for its
+# table of kinds, and a dump of any other kind needs no numpy
 from mqtool.storage.commitlog import Problem
 
 
@@ -101,6 +104,8 @@ def wheel_size_problem(ts) -> str | None:
 @contextmanager
 def store_view(layout):
     """The store's timer store as a broker's timer recovery leaves it (timerview)."""
+    from mqtool.storage import timerview
+
     queue = commitlog.open_queue(layout)
     try:
         with timerview.open_view(layout, queue) as view:
@@ -160,6 +165,8 @@ def timermetrics_events(source, dump):
     against what the timerlog holds: +1 per unit, -1 per delete unit, on the chains of the slots
     not read yet.  A count that differs is a problem (after a crash the file lags: a broker
     persists it once a second).  One event: ("metrics", rows, summary)."""
+    from mqtool.storage import timerview
+
     layout, view = source
     doc, path, note = timerview.read_metrics(layout)
     if doc is None and path is None and note is None:

@@ -9,6 +9,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 
 def default_jobs() -> int:
+    """One worker per CPU this process may use (its affinity mask, where the OS has one): -j 0's
+    count (cli/options.jobs_option) and the engine's without one."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mqtool.formats import multidispatch, sysflag
 from mqtool.formats import properties as props
@@ -24,6 +23,9 @@ from mqtool.formats.commitlog import Record
 from mqtool.formats.javastr import parse_java_integer
 from mqtool.formats.javastr import tags_code as _tags_code
 from mqtool.formats.topicnames import SCHEDULE_TOPIC
+
+if TYPE_CHECKING:
+    import numpy as np   # imported where used: one record's dispatch (dump, lookups) needs no numpy
 
 # Few distinct tags, hashed by a per-character loop: hash each once.
 tags_code = functools.lru_cache(maxsize=4096)(_tags_code)
@@ -76,6 +78,8 @@ def delivery_time(level: int, store_timestamp: int, delay_levels_ms: list[int]) 
 
 def delivery_times(levels: np.ndarray, store_timestamps: np.ndarray, delay_levels_ms: list[int]) -> np.ndarray:
     """delivery_time for columns of levels >= 1 (delay_levels_ms not empty)."""
+    import numpy as np
+
     delays = np.asarray(delay_levels_ms, dtype=np.int64)
     return store_timestamps + delays[np.minimum(levels, len(delays)) - 1]
 

@@ -40,6 +40,7 @@ import threading
 import time
 
 from mqtool.errors import REFUSED, MqError
+from mqtool.pipeline.local import default_jobs
 from mqtool.pipeline.plan import CommitLogPart, QueuePart
 
 _LENGTH = struct.Struct(">I")
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
         print("usage: python -m mqtool.pipeline.spark.rowserver SOCKET [WORKERS]", file=sys.stderr)
         return 2
     path = argv[0]
-    first = max(1, min(int(argv[1]) if len(argv) == 2 else len(os.sched_getaffinity(0)), _SLOTS))
+    first = max(1, min(int(argv[1]) if len(argv) == 2 else default_jobs(), _SLOTS))
     ready = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)            # past "ready" nobody reads stdout: whatever prints there goes to stderr
     import pyarrow  # noqa: F401 - loaded once, before the forks
