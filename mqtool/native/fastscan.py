@@ -575,6 +575,76 @@ def hop_entries(buf, pos, limit, target):
     return -1
 
 
+# ------------------------------------------------------------------ a walk of copies
+
+WINDOW_BYTES = 4 << 20     # scan_copies' window: it stays in the CPU's cache while a walk reads it
+POSITION_COLUMNS = ("body_pos", "topic_pos", "props_pos")   # positions in the file's bytes
+
+
+def scan_copies(read, window, whole, pos: int, limit: int, base: int, check_crc: bool = True,
+                cap: int = 1 << 16, parse_props: bool = False, entries: bool = False, key_factor: int = 4) -> Chunk:
+    """scan() (scan_dledger() with entries) of a file whose bytes are copied into window (a uint8
+    array) a window at a time, read(view, position) copying them (MappedFile.read_into), instead
+    of read through its mapping: up to cap records into one chunk, from as many windows as they
+    take.  A window's end cuts a record: the next window starts with it.  Where decoding stops
+    at the start of a window that ends short of limit (a record longer than the window, a
+    BLANK, damage), the stop is decided on the file itself, whole (its mapping as a uint8 array),
+    as scan() decides it.  The chunk's positions and buf are whole's."""
+    names = COLUMNS + (ENTRY_COLUMNS if entries else ())
+    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in names}
+    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
+    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
+    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    n = keys = 0
+    kind, reason, blank = REACHED_LIMIT, 0, 0
+    while pos < limit:
+        if n >= cap or (parse_props and keys >= key_cap):
+            kind = FULL
+            break
+        got = read(window[:min(len(window), limit - pos)], pos)
+        short = pos + got < limit           # the window ends before limit: a stop in it may be its end's
+        buf, at, end, shift = (window, 0, got, pos) if got > 0 else (whole, pos, limit, 0)
+        count, stop, kind, reason, blank, found = _scan_into(buf, at, end, base + pos - at, check_crc, cap,
+                                                             cols, n, parse_props, parsed, key_cap, keys, entries)
+        if not count and short and kind != FULL and buf is window:   # stopped at the window's start
+            count, stop, kind, reason, blank, found = _scan_into(whole, pos, limit, base, check_crc, n + 1, cols, n,
+                                                                 parse_props, parsed, key_cap, keys, entries)
+            shift = 0
+            if kind == FULL:          # the one record asked for: the walk goes on in the next window
+                kind = REACHED_LIMIT
+        if shift:
+            for name in POSITION_COLUMNS:
+                cols[name][n:n + count] += shift
+        if found:
+            parsed["key_record"][keys:keys + found] += n
+        n, keys, pos = n + count, keys + found, stop + shift
+        if kind == FULL or not count or not short and kind != REACHED_LIMIT:
+            break
+    chunk = Chunk(n, pos, kind, None if entries else REASONS.get(reason), blank, {k: v[:n] for k, v in cols.items()},
+                  whole)
+    if parse_props:
+        if keys < key_cap:
+            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:n] for k, v in parsed.items()}
+        else:   # more keys than room: parse() again, which makes room
+            chunk.parsed = parse(whole, chunk, key_factor * 4)
+    return chunk
+
+
+def _scan_into(buf, pos, limit, base, check_crc, cap, cols, n, parse_props, parsed, key_cap, keys, entries):
+    """scan_records (scan_entries) from buf[pos] into the columns from row n (and keys from key
+    number keys) on: (records, stop, kind, reason, blank size, keys found); stop is in buf."""
+    tail = [cols[c][n:] for c in COLUMNS]
+    rest = [parsed[c][n:] for c in PARSED]
+    key_room = max(key_cap - keys, 0)
+    if entries:
+        count, stop, kind, found = scan_entries(
+            buf, pos, limit, base, check_crc, cap - n, *tail, parse_props, *rest, key_room,
+            parsed["key_record"][keys:], parsed["key_hash"][keys:], *(cols[c][n:] for c in ENTRY_COLUMNS))
+        return count, stop, kind, 0, 0, found
+    return scan_records(buf, pos, limit, base, check_crc, cap - n, *tail, parse_props, *rest, key_room,
+                        parsed["key_record"][keys:], parsed["key_hash"][keys:])
+
+
 PART_BYTES = 128 << 20   # files are walked in parts of about this size where work is spread out
 
 

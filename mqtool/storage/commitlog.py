@@ -109,25 +109,36 @@ class _ReadAhead:
     """A compiled walk of one file (walk_file and its DLedger form), a chunk at a time, and the
     pages it reads next: the file as one uint8 array; before each chunk the pages of the last one
     are let go and, once the walk passes what was mapped, the next stretch is mapped in one go
-    (MappedFile.populate): POPULATE_STEP bytes first, then about as many as a chunk read."""
+    (MappedFile.populate): POPULATE_STEP bytes first, then about as many as a chunk read.  With
+    copies, the bytes are copied into a window instead (the scanner's scan_copies over
+    MappedFile.read_into): no page tables to build and let go, and the window stays in the cache."""
 
-    def __init__(self, mf: MappedFile, pos: int):
+    def __init__(self, mf: MappedFile, pos: int, scanner, copies: bool = False):
         import numpy as np
 
         self.mf = mf
+        self.scanner = scanner
         self.array = np.frombuffer(mf.buf, dtype=np.uint8) if mf.file_size else np.zeros(0, dtype=np.uint8)
+        self.window = np.empty(scanner.WINDOW_BYTES, dtype=np.uint8) if copies else None
         self.populated = pos
         self.ahead = POPULATE_STEP
 
-    def scan(self, kernel, pos: int, limit: int, base: int, check_crc: bool, chunk_records: int | None,
-             parse_props: bool, path: str):
-        """The next chunk from pos: kernel (fastscan.scan or scan_dledger) over the file's pages,
-        those of the last chunk let go first and the next stretch mapped when the walk reaches it."""
-        self.mf.drop_pages_before(pos, step=0)
-        if pos >= self.populated:
-            self.populated = pos + self.ahead
-            self.mf.populate(pos, min(self.ahead, limit - pos))
-        chunk = kernel(self.array, pos, limit, base, check_crc, chunk_records or CHUNK_RECORDS, parse_props)
+    def scan(self, pos: int, limit: int, base: int, check_crc: bool, chunk_records: int | None,
+             parse_props: bool, path: str, entries: bool = False):
+        """The next chunk from pos: the scanner's scan (scan_dledger: entries) over the file's
+        pages, those of the last chunk let go first and the next stretch mapped when the walk
+        reaches it; or over copies of them."""
+        cap = chunk_records or CHUNK_RECORDS
+        if self.window is not None:
+            chunk = self.scanner.scan_copies(self.mf.read_into, self.window, self.array, pos, limit, base, check_crc,
+                                             cap, parse_props, entries)
+        else:
+            self.mf.drop_pages_before(pos, step=0)
+            if pos >= self.populated:
+                self.populated = pos + self.ahead
+                self.mf.populate(pos, min(self.ahead, limit - pos))
+            kernel = self.scanner.scan_dledger if entries else self.scanner.scan
+            chunk = kernel(self.array, pos, limit, base, check_crc, cap, parse_props)
         if chunk.count:
             chunk.path = path
             self.ahead = min(POPULATE_STEP, max(chunk.stop - pos, 1 << 20))   # about a chunk's bytes next
@@ -136,7 +147,8 @@ class _ReadAhead:
 
 def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last: bool = True,
               display_path: str | None = None, resync_after_damage: bool = True, scanner=None,
-              stop: int | None = None, parse_props: bool = False, chunk_records: int | None = None):
+              stop: int | None = None, parse_props: bool = False, chunk_records: int | None = None,
+              copies: bool = False):
     """Yield the entries of one commitlog file from byte `start` on.
 
     Yields Record, Blank, Problem and finally EndOfData when the written data
@@ -149,12 +161,16 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     CRCs in the crc_ok column) instead of Record objects, the rest of the walk is the same.
     parse_props (with a scanner): the chunks come parsed (Chunk.parsed), in the same pass.
     chunk_records: records a chunk at most (CHUNK_RECORDS by default; a chunk's file pages are let go
-    once the next is asked for).
+    once the next is asked for).  copies (with a scanner): the scanner reads copies of the file's
+    bytes, a window at a time, instead of its mapping: quicker for a walk that needs no record's
+    bytes once its chunk is checked (verify-crc); a chunk's buf is still the mapping, which then
+    maps a page where a reader asks for it.
     """
     if is_dledger_file(mf):
         yield from _walk_dledger_file(mf, start=start, stop=stop, check_crc=check_crc, is_last=is_last,
                                       display_path=display_path, resync_after_damage=resync_after_damage,
-                                      scanner=scanner, parse_props=parse_props, chunk_records=chunk_records)
+                                      scanner=scanner, parse_props=parse_props, chunk_records=chunk_records,
+                                      copies=copies)
         return
     buf = mf.buf
     limit = mf.file_size if stop is None else stop
@@ -162,10 +178,10 @@ def walk_file(mf: MappedFile, *, start: int = 0, check_crc: bool = True, is_last
     path = display_path or str(mf.path)
     mf.advise_sequential()
     pos = start
-    pages = _ReadAhead(mf, pos) if scanner else None
+    pages = _ReadAhead(mf, pos, scanner, copies) if scanner else None
     while pos < limit:
         if scanner:
-            chunk = pages.scan(scanner.scan, pos, limit, base, check_crc, chunk_records, parse_props, path)
+            chunk = pages.scan(pos, limit, base, check_crc, chunk_records, parse_props, path)
             if chunk.count:
                 yield chunk
                 pos = chunk.stop
@@ -254,7 +270,7 @@ is_dledger_file = dledger.holds_entries     # the kind of a commitlog file: plai
 
 def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_crc: bool, is_last: bool,
                        display_path: str | None, resync_after_damage: bool, scanner, parse_props: bool,
-                       chunk_records: int | None):
+                       chunk_records: int | None, copies: bool = False):
     """walk_file of a DLedger data file: the entries (storage/dledger.walk_entries), and in each
     entry's body the one commitlog record it holds, at entry pos + 48.  Blanks, problems and the
     end of the data come as the entry walk finds them; a body that is not exactly one valid
@@ -267,10 +283,10 @@ def _walk_dledger_file(mf: MappedFile, *, start: int, stop: int | None, check_cr
     path = display_path or str(mf.path)
     mf.advise_sequential()
     pos = dledger.entry_start(buf, start, limit, base)
-    pages = _ReadAhead(mf, pos) if scanner else None
+    pages = _ReadAhead(mf, pos, scanner, copies) if scanner else None
     while True:
         if scanner and pos < limit:
-            chunk = pages.scan(scanner.scan_dledger, pos, limit, base, check_crc, chunk_records, parse_props, path)
+            chunk = pages.scan(pos, limit, base, check_crc, chunk_records, parse_props, path, entries=True)
             if chunk.count:
                 yield chunk
                 pos = chunk.stop

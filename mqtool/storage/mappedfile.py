@@ -163,6 +163,7 @@ class MappedFile(ReferenceResource):
         self.append_with_pwrite = False
         self._dropped_until = 0
         self._fd = -1
+        self._read_fd = -1       # read_into's descriptor, opened when first asked
         self._flush_lock = threading.Lock()
         self.data_end = file_size
         self.read_small = read_small
@@ -249,6 +250,20 @@ class MappedFile(ReferenceResource):
             self.buf.madvise(MADV_POPULATE_READ, start, min(length, self.file_size - start))
         except (OSError, ValueError):
             pass
+
+    def read_into(self, view, position: int) -> int:
+        """Copy the file's bytes from position into view (a writable buffer) through the page
+        cache instead of the mapping; returns how many were copied (fewer at the file's end).  A
+        walk that reads each byte once (storage/commitlog's copied walk) builds no page tables
+        this way: mapping a GiB in and letting it go costs 0.03-0.09 s on these machines, the
+        copy about as much, and the walk then reads a window that stays in the CPU's cache."""
+        if not isinstance(self.buf, mmap.mmap):      # read whole (small), or empty
+            data = memoryview(self.buf)[position:position + len(view)]
+            view[:len(data)] = data
+            return len(data)
+        if self._read_fd < 0:
+            self._read_fd = self._fd if self._fd >= 0 else fsutil.open_store_file(self.path)
+        return os.preadv(self._read_fd, [view], position)
 
     def release_pages(self) -> None:
         """Drop the whole file from this process's resident set (the page cache keeps it):
@@ -385,6 +400,9 @@ class MappedFile(ReferenceResource):
                 self.buf.close()
             except BufferError:  # a memoryview still points into it; the GC will unmap
                 pass
+        if self._read_fd >= 0 and self._read_fd != self._fd:
+            os.close(self._read_fd)
+        self._read_fd = -1
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

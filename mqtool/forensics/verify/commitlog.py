@@ -53,7 +53,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
             ledger = dledgerscan.LedgerChecker(layout)
         for entry in commitlog.walk_file(mf, start=start, stop=stop, check_crc=check_crc,
                                          is_last=is_last, display_path=path, scanner=fastscan,
-                                         parse_props=bool(pointers)):
+                                         parse_props=bool(pointers), copies=True):
             if ledger is not None:
                 ledger.add(entry, mf, fastscan)
             if isinstance(entry, fastscan.Chunk):
