@@ -325,14 +325,20 @@ def test_checks_against_scanned_records_are_the_checks_that_read_them(name, extr
                 for f in np.unique(where).tolist():
                     mf, buf, records = files[f]
                     sel = np.flatnonzero(where == f)
-                    args = (buf, mf.file_from_offset, mf.file_size, ph[sel], hs[sel])
-                    expected, expected_ts = np.empty(len(sel), dtype=np.int64), np.empty(len(sel), dtype=np.int64)
-                    kernels.check_entries(*args, expected_ts, expected)
-                    ts = np.empty(len(sel), dtype=np.int64)
-                    got, read = kernels.check_entries_scanned(records, *args, ts)
-                    assert got.tolist() == expected.tolist() and ts.tolist() == expected_ts.tolist(), info.path
-                    settled += len(sel) - read
-                    unsettled += read
+                    raw = np.zeros(len(sel), dtype=index_format.entry_dtype())    # as an index file holds them
+                    raw["keyHash"], raw["phyOffset"], raw["timeDiff"] = hs[sel], ph[sel], np.arange(len(sel))
+                    raw = np.frombuffer(raw.tobytes(), dtype=np.uint8)
+                    for numbers in (np.zeros(0, dtype=np.int64), np.arange(len(sel))[::-2].copy()):
+                        at = numbers if len(numbers) else np.arange(len(sel))
+                        expected, expected_ts = np.empty(len(at), dtype=np.int64), np.empty(len(at), dtype=np.int64)
+                        kernels.check_entries(buf, mf.file_from_offset, mf.file_size, ph[sel][at], hs[sel][at],
+                                              expected_ts, expected)
+                        got, ts, diffs, read = kernels.check_entries_scanned(records, buf, mf.file_from_offset,
+                                                                             mf.file_size, raw, 0, 0, len(sel), numbers)
+                        assert got.tolist() == expected.tolist() and ts.tolist() == expected_ts.tolist(), info.path
+                        assert diffs.tolist() == at.tolist()
+                        settled += len(at) - read
+                        unsettled += read
     finally:
         files.clear()
         queue.close()

@@ -135,8 +135,8 @@ SIGNATURES = {
         ),
         'entries_by_records': (
             "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
+            "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(uint8, 1, 'C')", 'int64', 'int64', 'int64',
             "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
-            "Array(int64, 1, 'C')", "Array(int64, 1, 'C')",
         ),
     },
 }

@@ -650,24 +650,29 @@ PART_BYTES = 128 << 20   # files are walked in parts of about this size where wo
 
 def split_points(mf, part_bytes: int | None = None, entries: bool = False) -> list[int]:
     """Record boundaries about part_bytes (PART_BYTES) apart where a file can be cut into parts
-    that are walked on their own, in parallel.  Found by hopping over record headers, which is
-    quick; the hop's pages are let go as it goes.  mf: a storage.mappedfile.MappedFile.
-    entries: mf is a DLedger data file (the cuts are at entry starts, hopping over entries)."""
+    that are walked on their own, in parallel: cut_points, all of them."""
+    return list(cut_points(mf, part_bytes, entries))
+
+
+def cut_points(mf, part_bytes: int | None = None, entries: bool = False):
+    """split_points one at a time, each as soon as the hop over record headers (quick, but it
+    reads every page) has found it: a part can start while the hop goes on to the next.  The
+    hop's pages are let go as it goes.  mf: a storage.mappedfile.MappedFile.  entries: mf is a
+    DLedger data file (the cuts are at entry starts, hopping over entries)."""
     part_bytes = part_bytes or PART_BYTES
     if mf.file_size < 2 * part_bytes:
-        return []
+        return
     buf = np.frombuffer(mf.buf, dtype=np.uint8)
-    marks, pos = [], 0
+    pos = 0
     try:
         while pos + 2 * part_bytes <= mf.file_size:
             pos = (hop_entries if entries else hop_to)(buf, pos, mf.file_size, pos + part_bytes)
             if pos < 0:
                 break
-            marks.append(pos)
             mf.drop_pages_before(pos)
+            yield pos
     finally:
         del buf
-    return marks
 
 
 def warm_up() -> None:

@@ -111,54 +111,63 @@ def check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, hi
     ix = opened.get(pointer.path, lambda: IndexFile(Path(pointer.path), pointer.slots, pointer.index_num))
     count = pointer.count
     first_entry = index_format.entry_position(ix.hash_slot_num, 0)
-    if pointer.sorted:   # a binary search finds the entries pointing here; convert only those
-        raw = np.frombuffer(ix.buf, dtype=np.uint8)
-        a = fastscan.lower_bound(raw, first_entry + index_format.PHY_OFFSET_AT, index_format.ENTRY_SIZE, 1, count,
-                                 low)
-        b = fastscan.lower_bound(raw, first_entry + index_format.PHY_OFFSET_AT, index_format.ENTRY_SIZE, a, count,
-                                 high)
+    raw = np.frombuffer(ix.buf, dtype=np.uint8)
+    try:
+        if pointer.sorted:   # a binary search finds the entries pointing here
+            a = fastscan.lower_bound(raw, first_entry + index_format.PHY_OFFSET_AT, index_format.ENTRY_SIZE, 1,
+                                     count, low)
+            b = fastscan.lower_bound(raw, first_entry + index_format.PHY_OFFSET_AT, index_format.ENTRY_SIZE, a,
+                                     count, high)
+            if a == b:
+                return 0
+            opened.reading(pointer.path, first_entry + a * index_format.ENTRY_SIZE,
+                           first_entry + b * index_format.ENTRY_SIZE)
+            numbers = np.zeros(0, dtype=np.int64)
+        else:
+            opened.reading(pointer.path)
+            _, _, phy, _, _ = read_entries(ix, count)
+            a = b = 0
+            numbers = np.flatnonzero((np.arange(count) >= 1) & (phy >= low) & (phy < high))
+            if not len(numbers):
+                return 0
+        found, ts, diffs, read = kernels.check_entries_scanned(records, buf, cl.file_from_offset, cl.file_size, raw,
+                                                                first_entry, a, b, numbers)
+    finally:
         del raw
-        opened.reading(pointer.path, first_entry + a * index_format.ENTRY_SIZE,
-                       first_entry + b * index_format.ENTRY_SIZE)
-        part = np.frombuffer(ix.buf, dtype=index_format.entry_dtype(), count=b - a,
-                             offset=first_entry + a * index_format.ENTRY_SIZE)
-        hashes, phy, diffs = (part[k].astype(np.int64) for k in ("keyHash", "phyOffset", "timeDiff"))
-        del part
-        rows = np.arange(a, b)
-    else:
-        opened.reading(pointer.path)
-        first_entry, hashes, phy, diffs, _ = read_entries(ix, count)
-        numbers = np.arange(count)
-        rows = np.flatnonzero((numbers >= 1) & (phy >= low) & (phy < high))
-        hashes, phy, diffs = hashes[rows], phy[rows], diffs[rows]
-    if not len(rows):
-        return 0
+    def number_of(j: int) -> int:                # the entry number of the j-th entry checked
+        return int(numbers[j]) if len(numbers) else a + j
+
+    def checked(number: int) -> int | None:      # where entry `number` is among those checked
+        if not len(numbers):
+            return number - a if a <= number < b else None
+        j = int(np.searchsorted(numbers, number))
+        return j if j < len(numbers) and numbers[j] == number else None
+
     shown = relative_paths(layout.root)(pointer.path)
-    ts = np.empty(len(rows), dtype=np.int64)
-    found, read = kernels.check_entries_scanned(records, buf, cl.file_from_offset, cl.file_size, phy, hashes, ts)
     for j in np.flatnonzero(found).tolist():
-        i = int(rows[j])
+        i = number_of(j)
+        entry = ix.entry(i)
         finding = _entry_finding(int(found[j]), cl, shown, first_entry + i * index_format.ENTRY_SIZE, i,
-                                 int(phy[j]), int(hashes[j]))
+                                 entry.phy_offset, entry.key_hash)
         if finding is not None:
             result.findings.append(finding)
-    known = ts > 0
     # the header's times are the first and the last entry's store times
     for number, expected_ts, field_name in ((1, pointer.begin_timestamp, "beginTimestamp"),
                                             (count - 1, pointer.end_timestamp, "endTimestamp")):
-        at = np.flatnonzero(rows == number)
-        if len(at) and known[at[0]] and int(ts[at[0]]) != expected_ts:
+        j = checked(number)
+        if j is not None and ts[j] > 0 and int(ts[j]) != expected_ts:
             result.findings.append(Finding("index", "bad-header", shown, HEADER_AT[field_name], None,
                                            f"{field_name} is not the {'first' if number == 1 else 'last'} "
-                                           "entry's store time", expected=int(ts[at[0]]), found=expected_ts))
+                                           "entry's store time", expected=int(ts[j]), found=expected_ts))
     # timeDiff is (store time - beginTimestamp) / 1000 from the second entry on (the first was
     # computed against the previous file's end, then beginTimestamp moved to it)
     expect = np.clip((ts - pointer.begin_timestamp) // 1000, 0, 0x7FFFFFFF)
-    wrong = known & (rows >= 2) & (diffs != expect)
-    for j in np.flatnonzero(wrong).tolist():
-        i = int(rows[j])
+    for j in np.flatnonzero((ts > 0) & (diffs != expect)).tolist():
+        i = number_of(j)
+        if i < 2:
+            continue
         at = first_entry + i * index_format.ENTRY_SIZE + index_format.TIME_DIFF_AT
-        result.findings.append(Finding("index", "entry-wrong-time", shown, at, int(phy[j]),
+        result.findings.append(Finding("index", "entry-wrong-time", shown, at, ix.entry(i).phy_offset,
                                        f"entry {i}: timeDiff is not the record's store time - beginTimestamp",
                                        expected=int(expect[j]), found=int(diffs[j])))
     return read

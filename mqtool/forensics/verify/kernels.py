@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 # an index file's layout, derived from its schema (numba's constants)
-from mqtool.formats.index import ENTRY_SIZE, KEY_HASH_AT, PHY_OFFSET_AT, PREV_INDEX_AT, SLOT_SIZE, TIME_DIFF_AT
+from mqtool.formats.index import ENTRY_SIZE, KEY_HASH_AT, PHY_OFFSET_AT, PREV_INDEX_AT, SLOT_SIZE, TIME_DIFF_AT, entry_dtype
 from mqtool.formats.index import HEADER_SIZE as INDEX_HEADER
 from mqtool.formats.consumequeue import COMMIT_LOG_OFFSET_AT, PRE_BLANK, SIZE_AT, TAGS_CODE_AT, UNIT_SIZE, unit_dtype
 from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_end, key_prefix
@@ -400,24 +400,33 @@ def units_by_records(records, raw, a, b, rows, logical0, topic_hash, topic_len, 
 
 
 @njit(cache=True, nogil=True)
-def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, phy, hashes, ts, found):
-    """check_entries' ENTRY_* code and store time for each entry, from the columns of the
-    records (scanned()): UNSETTLED where the entry does not point at the start of a scanned
-    record, or the record's strings are not plain UTF-8.  Returns how many are unsettled."""
+def entries_by_records(offset, sys_flag, store_ts, flags, first_key, key_hash, raw, first_entry, a, b, rows, found,
+                       ts, diffs):
+    """check_entries' ENTRY_* code and store time for entries of an index file (raw: its bytes,
+    entry 0 at first_entry), read where they lie: entries a..b-1, or the entry numbers in rows
+    when it is not empty; each against the columns of the records (scanned()).  UNSETTLED where
+    the entry does not point at the start of a scanned record, or the record's strings are not
+    plain UTF-8.  found[k], ts[k] and diffs[k] (the entry's timeDiff) are the k-th entry's.
+    Returns how many are unsettled."""
     unsettled = 0
     j = 0
-    for i in range(len(phy)):
-        j = _find(offset, phy[i], j)
+    n = len(rows) if len(rows) else b - a
+    for i in range(n):
+        at = first_entry + (rows[i] if len(rows) else a + i) * ENTRY_SIZE
+        phy = i64(raw, at + PHY_OFFSET_AT)
+        diffs[i] = i32(raw, at + TIME_DIFF_AT)
+        j = _find(offset, phy, j)
         code = UNSETTLED
         ts[i] = 0
-        if j < len(offset) and offset[j] == phy[i] and not flags[j] & UTF8_IRREGULAR:
+        if j < len(offset) and offset[j] == phy and not flags[j] & UTF8_IRREGULAR:
             if (sys_flag[j] & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
                 code = ENTRY_NOT_INDEXED
             else:
                 ts[i] = store_ts[j]
                 code = ENTRY_WRONG_HASH
+                entry_hash = i32(raw, at + KEY_HASH_AT)
                 for k in range(first_key[j], first_key[j + 1]):
-                    if key_hash[k] == hashes[i]:
+                    if key_hash[k] == entry_hash:
                         code = ENTRY_OK
                         break
         found[i] = code
@@ -447,19 +456,26 @@ def check_units_scanned(records: dict, buf, base, limit, raw, a, b, rows, logica
     return found, unsettled
 
 
-def check_entries_scanned(records: dict, buf, base, limit, phy, hashes, store_ts):
-    """check_entries' codes and store times (into store_ts), from the columns of the records
+def check_entries_scanned(records: dict, buf, base, limit, raw, first_entry, a, b, rows):
+    """check_entries' codes, store times and the entries' timeDiffs for entries of an index file
+    (raw: its bytes; entries a..b-1, or the entry numbers given), from the columns of the records
     (scanned()) instead of their bytes; check_entries itself for the entries those cannot settle.
-    Returns (codes, how many entries were checked by reading buf)."""
-    found = np.empty(len(phy), dtype=I64)
+    Returns (codes, store times, timeDiffs, how many entries were checked by reading buf)."""
+    n = len(rows) if len(rows) else b - a
+    found, ts, diffs = np.empty(n, dtype=I64), np.empty(n, dtype=I64), np.empty(n, dtype=I64)
     unsettled = entries_by_records(records["offset"], records["sys_flag"], records["store_ts"], records["flags"],
-                                   records["first_key"], records["key_hash"], phy, hashes, store_ts, found)
+                                   records["first_key"], records["key_hash"], raw, first_entry, a, b, rows, found,
+                                   ts, diffs)
     if unsettled:
         rest = np.flatnonzero(found == UNSETTLED)
+        numbers = rows[rest] if len(rows) else a + rest
+        entries = np.frombuffer(raw, dtype=entry_dtype(), count=(len(raw) - first_entry) // ENTRY_SIZE,
+                                offset=first_entry)[numbers]
         codes, times = np.empty(len(rest), dtype=I64), np.empty(len(rest), dtype=I64)
-        check_entries(buf, base, limit, phy[rest], hashes[rest], times, codes)
-        found[rest], store_ts[rest] = codes, times
-    return found, unsettled
+        check_entries(buf, base, limit, entries["phyOffset"].astype(I64), entries["keyHash"].astype(I64), times,
+                      codes)
+        found[rest], ts[rest] = codes, times
+    return found, ts, diffs, unsettled
 
 
 def warm_up() -> None:
@@ -474,7 +490,7 @@ def warm_up() -> None:
     queue_runs(one, one, one, one, np.ones(1, dtype=np.bool_), np.full(2, -1, dtype=I64), np.zeros((1, 3), dtype=I64),
                one.copy(), one.copy())
     check_units_scanned(records, buf, 0, 64, buf, 0, 1, np.zeros(0, dtype=I64), 0, "T", 0, False, one)
-    check_entries_scanned(records, buf, 0, 64, one, one, one.copy())
+    check_entries_scanned(records, buf, 0, 64, buf, 0, 0, 1, np.zeros(0, dtype=I64))
 
 
 aot.adopt(globals(), "verify")   # the kernels built ahead of time, where they are (native/aot.py)

@@ -159,23 +159,31 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
             sizes.append(info.size)
     with (_EnginePool(engine) if engine is not None else _Pool(jobs)) as pool:
         pending = pool.submit(layout, structure, sizes)
-        # tasks in parallel: files are cut into parts (found while the first stage runs); one
-        # after the other: each file is one task, which keeps its memory bounded on its own
-        bounds = _parts(layout) if pool.parallel else [[] for _ in spans]
-        first = pool.collect(pending, scopes, emit, on_progress)
-        pointers = [p for _, r in first for p in r.pointers]
-        parts, sizes = [], []
+        first = pointers = None
+        parts, sizes, started = [], [], []
         crc = check_crc and "commitlog" in scopes
-        for i, (base, size) in enumerate(spans):
-            edges = [0] + bounds[i] + [None]
-            for start, stop in zip(edges, edges[1:]):
-                low, high = base + start, base + (size if stop is None else stop)
-                routed = [p for p in pointers if p.low < high and p.high >= low]
-                parts.append((i, ("commitlog", commitlog_task,
-                                  (file_paths[i], file_size, i >= last_data, crc, start, stop, routed, delays,
-                                   multi, batch_topics))))
-                sizes.append(high - low)
-        second = pool.collect(pool.submit(layout, [task for _, task in parts], sizes), scopes, emit, on_progress)
+        # tasks in parallel: files are cut into parts, each part started as soon as the hop over
+        # the records has passed its end (the hop is quick, but not free: it reads every page);
+        # one after the other: each file is one task, which keeps its memory bounded on its own
+        for i, start, stop in _part_edges(layout, pool.parallel):
+            if first is None:      # the queue and index files say which of their entries each part checks
+                first = pool.collect(pending, scopes, emit, on_progress)
+                pointers = [p for _, r in first for p in r.pointers]
+            base, size = spans[i]
+            low, high = base + start, base + (size if stop is None else stop)
+            routed = [p for p in pointers if p.low < high and p.high >= low]
+            parts.append((i, ("commitlog", commitlog_task,
+                              (file_paths[i], file_size, i >= last_data, crc, start, stop, routed, delays,
+                               multi, batch_topics))))
+            sizes.append(high - low)
+            if pool.streams:
+                started += pool.submit(layout, [parts[-1][1]], [sizes[-1]])
+        if first is None:
+            first = pool.collect(pending, scopes, emit, on_progress)
+            pointers = [p for _, r in first for p in r.pointers]
+        if not pool.streams:
+            started = pool.submit(layout, [task for _, task in parts], sizes)
+        second = pool.collect(started, scopes, emit, on_progress)
     for pointer in pointers:          # what points past the commitlog, or into a missing file, no part saw
         if pointer.kind in scopes and _sticks_out(pointer, spans):
             for finding in _outside(layout, pointer, spans):
@@ -316,6 +324,8 @@ def _coverage(results, runs, emit, undispatched=None) -> None:
 class _Pool:
     """Runs tasks one after the other, or with jobs > 1 in that many threads."""
 
+    streams = True     # tasks may be submitted a few at a time, while others run
+
     def __init__(self, jobs: int):
         self.jobs = jobs
         self.pool = None
@@ -364,6 +374,7 @@ class _EnginePool:
     """Runs a stage's tasks as an engine's partitions (Spark tasks, or local processes)."""
 
     parallel = True
+    streams = False    # a stage's tasks go to the engine together
 
     def __init__(self, engine):
         self.engine = engine
@@ -391,11 +402,19 @@ class _EnginePool:
         return out
 
 
-def _parts(layout) -> list[list[int]]:
-    """For each commitlog file, where it is cut into parts that tasks check in parallel."""
+def _part_edges(layout, cut: bool):
+    """(file number, start, stop) of each commitlog part in order, each as soon as it is known:
+    with cut, every file cut where fastscan.cut_points finds record boundaries (stop None: the
+    file's end), else whole files."""
     queue = commitlog.open_queue(layout)
     try:
-        return [fastscan.split_points(mf, entries=commitlog.is_dledger_file(mf)) for mf in queue.files]
+        for i, mf in enumerate(queue.files):
+            start = 0
+            if cut:
+                for point in fastscan.cut_points(mf, entries=commitlog.is_dledger_file(mf)):
+                    yield i, start, point
+                    start = point
+            yield i, start, None
     finally:
         queue.close()
 
