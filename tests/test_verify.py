@@ -184,6 +184,32 @@ def test_index_structure_damage(store_copy, run_cli):
     assert result.code == 1
 
 
+def test_index_times_against_the_records(store_copy, run_cli):
+    """An entry's timeDiff is its record's store time - beginTimestamp, in seconds, from entry 2
+    on; beginTimestamp and endTimestamp are the first and the last entry's store times."""
+    store = store_copy("basic")
+    (path,) = (store / "index").iterdir()
+    raw = path.read_bytes()
+    begin, end = struct.unpack_from(">qq", raw, 0)
+    count = struct.unpack_from(">i", raw, index_format.HEADER_FIELD_AT["indexCount"])[0]
+    entry = index_format.entry_position(100, 6)
+    diff = struct.unpack_from(">i", raw, entry + index_format.TIME_DIFF_AT)[0]
+    _patch(path, entry + index_format.TIME_DIFF_AT, struct.pack(">i", diff + 3))
+    first = index_format.entry_position(100, 1)
+    _patch(path, first + index_format.TIME_DIFF_AT, struct.pack(">i", 12345))    # entry 1's is not checked
+    _patch(path, index_format.HEADER_FIELD_AT["endTimestamp"], struct.pack(">q", end + 7))
+    result, found, _ = problems(run_cli, store, "--scope", "index")
+    assert result.code == 1
+    got = {(p["kind"], p["fileOffset"]): p for p in found}
+    assert set(got) == {("entry-wrong-time", entry + index_format.TIME_DIFF_AT),
+                        ("bad-header", index_format.HEADER_FIELD_AT["endTimestamp"])}
+    wrong = got[("entry-wrong-time", entry + index_format.TIME_DIFF_AT)]
+    assert (wrong["expected"], wrong["found"]) == (diff, diff + 3)
+    header = got[("bad-header", index_format.HEADER_FIELD_AT["endTimestamp"])]
+    assert (header["expected"], header["found"]) == (end, end + 7)
+    assert count > 6 and begin <= end
+
+
 def test_preallocated_empty_file_is_normal_but_bytes_after_the_data_are_not(store_copy, run_cli):
     store = store_copy("crash")     # ends with a pre-created, all-zero next file
     result, found, _ = problems(run_cli, store, "--scope", "commitlog")
