@@ -399,24 +399,36 @@ COLUMNS = ("offset", "size", "queue_id", "queue_offset", "physical", "sys_flag",
 PARSED = ("tags_hash", "delay_level", "flags")
 
 
+def _room(names, cap: int, parse_props: bool, key_factor: int):
+    """The arrays a scan fills: (columns of cap rows, parse()'s columns and key room, key room)."""
+    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in names}
+    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
+    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
+    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    return cols, parsed, key_cap
+
+
+def _parsed(chunk: Chunk, parsed: dict, keys: int, key_cap: int, parse_props: bool, key_factor: int) -> Chunk:
+    """The chunk with its parse() columns (when asked), cut to its rows and keys; with as many
+    keys as room, parse() again, which makes room."""
+    if parse_props:
+        if keys < key_cap:
+            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:chunk.count] for k, v in parsed.items()}
+        else:
+            chunk.parsed = parse(chunk.buf, chunk, key_factor * 4)
+    return chunk
+
+
 def scan(buf, pos: int, limit: int, base: int, check_crc: bool = True, cap: int = 1 << 16,
          parse_props: bool = False, key_factor: int = 4) -> Chunk:
     """Decode up to cap records from buf[pos:limit] (buf: the file's bytes as a uint8 array).
     parse_props: also fill chunk.parsed (parse()'s columns), in the same pass over the bytes."""
-    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in COLUMNS}
-    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
-    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
-    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    cols, parsed, key_cap = _room(COLUMNS, cap, parse_props, key_factor)
     n, stop, kind, reason, blank, keys = scan_records(
         buf, pos, limit, base, check_crc, cap, *(cols[c] for c in COLUMNS), parse_props,
         *(parsed[c] for c in PARSED), key_cap, parsed["key_record"], parsed["key_hash"])
     chunk = Chunk(n, stop, kind, REASONS.get(reason), blank, {k: v[:n] for k, v in cols.items()}, buf)
-    if parse_props:
-        if keys < key_cap:
-            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:n] for k, v in parsed.items()}
-        else:   # more keys than room: parse() again, which makes room
-            chunk.parsed = parse(buf, chunk, key_factor * 4)
-    return chunk
+    return _parsed(chunk, parsed, keys, key_cap, parse_props, key_factor)
 
 
 def parse(buf, chunk: Chunk, key_factor: int = 4) -> dict:
@@ -541,21 +553,13 @@ def scan_dledger(buf, pos: int, limit: int, base: int, check_crc: bool = True, c
     """scan() of a DLedger data file: the records of up to cap entries from pos (an entry's
     start); the chunk stops (kind DAMAGE, no reason) at anything but such an entry.  Its columns
     are scan()'s and ENTRY_COLUMNS (each record's entry index and term)."""
-    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in COLUMNS + ENTRY_COLUMNS}
-    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
-    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
-    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    cols, parsed, key_cap = _room(COLUMNS + ENTRY_COLUMNS, cap, parse_props, key_factor)
     n, stop, kind, keys = scan_entries(
         buf, pos, limit, base, check_crc, cap, *(cols[c] for c in COLUMNS), parse_props,
         *(parsed[c] for c in PARSED), key_cap, parsed["key_record"], parsed["key_hash"],
         *(cols[c] for c in ENTRY_COLUMNS))
     chunk = Chunk(n, stop, kind, None, 0, {k: v[:n] for k, v in cols.items()}, buf)
-    if parse_props:
-        if keys < key_cap:
-            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:n] for k, v in parsed.items()}
-        else:   # as many keys as room: parse() again, which makes room
-            chunk.parsed = parse(buf, chunk, key_factor * 4)
-    return chunk
+    return _parsed(chunk, parsed, keys, key_cap, parse_props, key_factor)
 
 
 @njit(cache=True, nogil=True)
@@ -590,11 +594,7 @@ def scan_copies(read, window, whole, pos: int, limit: int, base: int, check_crc:
     at the start of a window that ends short of limit (a record longer than the window, a
     BLANK, damage), the stop is decided on the file itself, whole (its mapping as a uint8 array),
     as scan() decides it.  The chunk's positions and buf are whole's."""
-    names = COLUMNS + (ENTRY_COLUMNS if entries else ())
-    cols = {name: np.empty(cap, dtype=np.bool_ if name == "crc_ok" else I64) for name in names}
-    rows, key_cap = (cap, max(16, key_factor * cap)) if parse_props else (0, 0)
-    parsed = {name: np.empty(rows, dtype=I64) for name in PARSED}
-    parsed.update(key_record=np.empty(key_cap, dtype=I64), key_hash=np.empty(key_cap, dtype=I64))
+    cols, parsed, key_cap = _room(COLUMNS + (ENTRY_COLUMNS if entries else ()), cap, parse_props, key_factor)
     n = keys = 0
     kind, reason, blank = REACHED_LIMIT, 0, 0
     while pos < limit:
@@ -622,12 +622,7 @@ def scan_copies(read, window, whole, pos: int, limit: int, base: int, check_crc:
             break
     chunk = Chunk(n, pos, kind, None if entries else REASONS.get(reason), blank, {k: v[:n] for k, v in cols.items()},
                   whole)
-    if parse_props:
-        if keys < key_cap:
-            chunk.parsed = {k: v[:keys] if k.startswith("key_") else v[:n] for k, v in parsed.items()}
-        else:   # more keys than room: parse() again, which makes room
-            chunk.parsed = parse(whole, chunk, key_factor * 4)
-    return chunk
+    return _parsed(chunk, parsed, keys, key_cap, parse_props, key_factor)
 
 
 def _scan_into(buf, pos, limit, base, check_crc, cap, cols, n, parse_props, parsed, key_cap, keys, entries):
