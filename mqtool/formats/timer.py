@@ -24,16 +24,13 @@ from __future__ import annotations
 
 from construct import Const, Int32sb, Int64sb, Padding, Struct
 
+from mqtool.formats.fixedfields import numpy_dtype, offsets
+
 from mqtool.formats.topicnames import TIMER_TOPIC  # noqa: F401 - the timer's topic, named here too
 WHEEL_TTL_DAYS = 7
 DAY_SECS = 24 * 3600
 SLOTS_TOTAL = WHEEL_TTL_DAYS * DAY_SECS      # TimerMessageStore.slotsTotal
 SLOT_COUNT = SLOTS_TOTAL * 2                  # the wheel holds two rounds
-SLOT_SIZE = 32
-WHEEL_SIZE = SLOT_COUNT * SLOT_SIZE           # 38,707,200 bytes
-UNIT_SIZE = 52
-UNIT_OFFSET_PY_AT = 28                        # TimerLog.UNIT_PRE_SIZE_FOR_MSG
-MIN_BLANK_LEN = 16
 BLANK_MAGIC = 0xBBCCDDEE ^ (1880681586 + 8)   # Java's precedence: the sum first
 BLANK_MAGIC_SIGNED = BLANK_MAGIC - (1 << 32) if BLANK_MAGIC >= 1 << 31 else BLANK_MAGIC
 MAGIC_DEFAULT, MAGIC_ROLL, MAGIC_DELETE = 1, 2, 4
@@ -69,18 +66,19 @@ BLANK = Struct(
 
 CHECKPOINT_FIELDS = ("lastReadTimeMs", "lastTimerLogFlushPos", "lastTimerQueueOffset", "masterTimerQueueOffset",
                      "stateVersion", "dataVersionTimestamp", "dataVersionCounter")
-CHECKPOINT = Struct(*[name / Int64sb for name in CHECKPOINT_FIELDS], Padding(CHECK_FILE_SIZE - 56))
+CHECKPOINT = Struct(*[name / Int64sb for name in CHECKPOINT_FIELDS], Padding(CHECK_FILE_SIZE - 8 * len(CHECKPOINT_FIELDS)))
 
-# Fast decoders for SLOT and UNIT (numpy views of whole files), tested against the schemas:
-# SLOT_DTYPE and UNIT_DTYPE, made with numpy when first asked for (module __getattr__), so that
-# reading the schemas does not load numpy
-_DTYPES = {
-    "SLOT_DTYPE": ([("timeSlot", ">i8"), ("firstPos", ">i8"), ("lastPos", ">i8"), ("num", ">i4"), ("magic", ">i4")],
-                   SLOT_SIZE),
-    "UNIT_DTYPE": ([("size", ">i4"), ("prevPos", ">i8"), ("magic", ">i4"), ("currWriteTime", ">i8"),
-                    ("delayedTime", ">i4"), ("offsetPy", ">i8"), ("sizePy", ">i4"), ("realTopicHash", ">i4"),
-                    ("reserved", ">i8")], UNIT_SIZE),
-}
+# the layout, from the schemas above: sizes, field offsets, and the numpy record types of whole
+# files (SLOT_DTYPE, UNIT_DTYPE: made with numpy when first asked for, by the module's __getattr__,
+# so that reading the schemas does not load numpy)
+SLOT_SIZE = SLOT.sizeof()                     # 32
+WHEEL_SIZE = SLOT_COUNT * SLOT_SIZE           # 38,707,200 bytes
+UNIT_SIZE = UNIT.sizeof()                     # 52
+UNIT_FIELD_AT = offsets(UNIT)
+UNIT_OFFSET_PY_AT = UNIT_FIELD_AT["offsetPy"]   # 28: TimerLog.UNIT_PRE_SIZE_FOR_MSG
+MIN_BLANK_LEN = BLANK.sizeof()                # 16
+BLANK_FIELD_AT = offsets(BLANK)
+_DTYPES = {"SLOT_DTYPE": SLOT, "UNIT_DTYPE": UNIT}
 
 
 def __getattr__(name):
@@ -91,11 +89,7 @@ def __getattr__(name):
 
 def _dtype(name: str):
     if name not in globals():
-        import numpy as np
-
-        fields, size = _DTYPES[name]
-        globals()[name] = np.dtype(fields)
-        assert globals()[name].itemsize == size
+        globals()[name] = numpy_dtype(_DTYPES[name])
     return globals()[name]
 
 

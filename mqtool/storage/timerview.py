@@ -262,10 +262,11 @@ class TimerView:
         if mf is None or at < 0:
             return None
         pos = at - mf.file_from_offset
-        if pos + 12 > self.read_limit_for(mf, end):
+        size_at = pos + fmt.UNIT_FIELD_AT["sizePy"] - fmt.UNIT_OFFSET_PY_AT
+        if size_at + 4 > self.read_limit_for(mf, end):
             return None
-        offset_py = int.from_bytes(mf.buf[pos:pos + 8], "big", signed=True)
-        size_py = int.from_bytes(mf.buf[pos + 8:pos + 12], "big", signed=True)
+        offset_py = int.from_bytes(mf.buf[pos:size_at], "big", signed=True)
+        size_py = int.from_bytes(mf.buf[size_at:size_at + 4], "big", signed=True)
         record = self.record(offset_py, size_py)
         if record is None:
             return None
