@@ -29,7 +29,7 @@ COMMANDS = {
     "append": ("append", "Put messages into a store, as a broker would."),
     "verify-crc": ("verify_crc", "Check every record, CRC, queue unit and index entry."),
     "recover": ("recover", "Recover a store as a broker's start would."),
-    "rebuild-cq": ("rebuild_cq", "Rebuild consume queues (and the index) from the commitlog."),
+    "rebuild-cq": ("rebuild_cq", "Rebuild consume queues (with --index, the index too)."),
     "salvage": ("salvage", "Copy every intact message of a damaged store into a new one."),
     "lookup-by-key": ("lookup_by_key", "Messages by key (KEYS or UNIQ_KEY) in a topic."),
     "lookup-by-id": ("lookup_by_id", "The message an offset message id or a UNIQ_KEY names."),

@@ -23,7 +23,7 @@ from mqtool.storage.layout import discover
 @requires.run
 def cli(run, store, config_path, settings, as_json, topics, with_index, dry_run, no_quarantine, quarantine_dir,
         engine, master, spark_conf, progress):
-    """Rebuild consume queues (and the index) from the commitlog.
+    """Rebuild consume queues (with --index, the index too).
 
     The files are written byte for byte as a broker writes them.
 
