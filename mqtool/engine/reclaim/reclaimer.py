@@ -198,9 +198,10 @@ class Reclaimer:
         only_old = files[0] if switched and len(files) == 1 else None
 
         def decide(mf, act, reason, why, **details):
-            if mf is only_old and reason != "hanged":
-                reason, why = "last-old-file", ("the old commitlog's last file, the only one left: "
-                                                f"DLedgerCommitLog.deleteExpiredFile deletes it too: {why}")
+            if mf is only_old:       # the rule that decided stays the reason, unless it lets the file go
+                if act != KEEP and reason != "hanged":
+                    reason, why = "last-old-file", f"DLedgerCommitLog.deleteExpiredFile deletes it too: {why}"
+                why = f"the old commitlog's last file, the only one left: {why}"
             d = Decision("commitlog", self._rel(mf.path), act, reason, why, mf.file_size,
                          {"startOffset": mf.file_from_offset, **details}, target=mf)
             report.decisions.append(d)
