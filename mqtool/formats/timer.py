@@ -22,9 +22,11 @@ TIMER_OUT_MS properties.
 
 from __future__ import annotations
 
+import struct
+
 from construct import Const, Int32sb, Int64sb, Padding, Struct
 
-from mqtool.formats.fixedfields import numpy_dtype, offsets
+from mqtool.formats.fixedfields import fixed_struct, numpy_dtype, offsets, run, struct_format
 
 from mqtool.formats.topicnames import TIMER_TOPIC  # noqa: F401 - the timer's topic, named here too
 WHEEL_TTL_DAYS = 7
@@ -77,7 +79,9 @@ UNIT_SIZE = UNIT.sizeof()                     # 52
 UNIT_FIELD_AT = offsets(UNIT)
 UNIT_OFFSET_PY_AT = UNIT_FIELD_AT["offsetPy"]   # 28: TimerLog.UNIT_PRE_SIZE_FOR_MSG
 MIN_BLANK_LEN = BLANK.sizeof()                # 16
-BLANK_FIELD_AT = offsets(BLANK)
+BLANK_STRUCT = fixed_struct(BLANK)
+# a unit's message fields (offsetPy, sizePy), read together
+MESSAGE_FIELDS = struct.Struct(struct_format({k: v for k, v in run(UNIT.subcons).items() if k in ("offsetPy", "sizePy")}))
 _DTYPES = {"SLOT_DTYPE": SLOT, "UNIT_DTYPE": UNIT}
 
 

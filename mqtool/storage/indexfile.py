@@ -255,12 +255,6 @@ class IndexFile:
             self._write_header()
             os.fdatasync(self._fd)
 
-    def release_pages(self) -> None:
-        """Drop the file from this process's resident set (the page cache keeps it), as
-        MappedFile.release_pages: after reads all over it, so memory stays flat."""
-        if not self.writable:
-            drop_pages(self.buf, 0, self.size, 0, at_end=True)
-
     def close(self) -> None:
         try:
             self.buf.close()

@@ -82,9 +82,9 @@ def scan_file(mf: MappedFile) -> FileScan:
     if remaining == 0:
         return FileScan(count, FULL, at)
     head = bytes(mf.buf[at:at + min(fmt.MIN_BLANK_LEN, remaining)])
-    size_at, magic_at = fmt.BLANK_FIELD_AT["size"], fmt.BLANK_FIELD_AT["magic"]
-    size = int.from_bytes(head[size_at:size_at + 4], "big", signed=True)
-    magic = int.from_bytes(head[magic_at:magic_at + 4], "big", signed=True) if len(head) == fmt.MIN_BLANK_LEN else 0
+    size, _, magic = fmt.BLANK_STRUCT.unpack(head.ljust(fmt.MIN_BLANK_LEN, b"\0"))
+    if len(head) < fmt.MIN_BLANK_LEN:      # cut short: no magic
+        magic = 0
     if magic == fmt.BLANK_MAGIC_SIGNED:
         return FileScan(count, BLANK, at, blank_size=size)
     if written_end(mf.buf, at, at + min(fmt.UNIT_SIZE, remaining)) == at:

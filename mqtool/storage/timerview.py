@@ -262,11 +262,9 @@ class TimerView:
         if mf is None or at < 0:
             return None
         pos = at - mf.file_from_offset
-        size_at = pos + fmt.UNIT_FIELD_AT["sizePy"] - fmt.UNIT_OFFSET_PY_AT
-        if size_at + 4 > self.read_limit_for(mf, end):
+        if pos + fmt.MESSAGE_FIELDS.size > self.read_limit_for(mf, end):
             return None
-        offset_py = int.from_bytes(mf.buf[pos:size_at], "big", signed=True)
-        size_py = int.from_bytes(mf.buf[size_at:size_at + 4], "big", signed=True)
+        offset_py, size_py = fmt.MESSAGE_FIELDS.unpack_from(mf.buf, pos)
         record = self.record(offset_py, size_py)
         if record is None:
             return None

@@ -19,7 +19,7 @@ from mqtool.formats.crc import body_crc
 from mqtool.native import fastscan
 from mqtool.storage import commitlog, dispatchrequest
 from mqtool.storage.commitlog import EndOfData, Problem
-from mqtool.storage.fsutil import relative_paths
+from mqtool.storage.fsutil import shown_path
 from mqtool.storage.mappedfile import MappedFile
 
 # ------------------------------------------------------------------ commitlog
@@ -45,7 +45,7 @@ def commitlog_task(layout, path_text: str, file_size: int, is_last: bool, check_
     opened = PointerFiles()
     mf = MappedFile(Path(path_text), file_size, strict=False)   # this file only: a task per part of
     try:                                                        # each file must not list them all
-        path = relative_paths(layout.root)(mf.path)
+        path = shown_path(mf.path, layout.root)
         end = mf.file_size if stop is None else stop
         cq_file_size = layout.consume_queue_file_size() if any(p.kind == "cq" for p in pointers) else 0
         chunks, segment = [], start    # the parsed chunks of the stretch from segment on

@@ -16,7 +16,7 @@ from mqtool.formats.commitlog import RecordError, decode_entry
 from mqtool.formats.javastr import index_key_hash
 from mqtool.native import fastscan
 from mqtool.storage.dispatchrequest import from_record
-from mqtool.storage.fsutil import relative_paths
+from mqtool.storage.fsutil import shown_path
 from mqtool.storage.indexfile import IndexFile
 
 # ---------------------------------------------------------------------- index
@@ -39,7 +39,7 @@ def index_task(layout, path_text: str, slots: int, index_num: int, newest: bool 
     """Check one index file on its own: header, slots, chains; and say which commitlog offsets
     its entries point at."""
     result = TaskResult()
-    shown = relative_paths(layout.root)(path_text)
+    shown = shown_path(path_text, layout.root)
     try:
         ix = IndexFile(Path(path_text), slots, index_num)
     except MqError as exc:
@@ -143,7 +143,7 @@ def check_entries_into(layout, pointer: Pointers, cl, buf, records, low: int, hi
         j = int(np.searchsorted(numbers, number))
         return j if j < len(numbers) and numbers[j] == number else None
 
-    shown = relative_paths(layout.root)(pointer.path)
+    shown = shown_path(pointer.path, layout.root)
     for j in np.flatnonzero(found).tolist():
         i = number_of(j)
         entry = ix.entry(i)

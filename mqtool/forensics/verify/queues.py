@@ -24,7 +24,7 @@ from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
 from mqtool.formats.topicnames import SCHEDULE_TOPIC
 from mqtool.storage.dispatchrequest import from_record
-from mqtool.storage.fsutil import relative_paths
+from mqtool.storage.fsutil import relative_paths, shown_path
 from mqtool.storage.mappedfile import MappedFile
 
 # ------------------------------------------------------------- consume queues
@@ -143,7 +143,7 @@ def check_units_into(layout, pointer: Pointers, file_size: int, cl, buf, records
 
 def _unit_findings(layout, pointer, mf, cl, rows, codes, delays, multi, result) -> None:
     """Findings for the units at rows of queue file mf whose check gave codes (not UNIT_OK)."""
-    path = relative_paths(layout.root)(mf.path)
+    path = shown_path(mf.path, layout.root)
     ext_queue = None
     for i, code in zip(rows.tolist(), codes.tolist()):
         offset, size, tags = UNIT_STRUCT.unpack_from(mf.buf, i * UNIT_SIZE)

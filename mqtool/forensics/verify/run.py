@@ -47,7 +47,7 @@ from mqtool.formats.filenames import is_index_name, name_to_offset
 from mqtool.native import fastscan
 from mqtool.native.warmup import Stopwatch
 from mqtool.storage import batchqueue, census, commitlog, dledger, timerstore
-from mqtool.storage.fsutil import relative_paths
+from mqtool.storage.fsutil import relative_paths, shown_path
 from mqtool.storage.indexfile import IndexFile
 from mqtool.storage.mappedfile import MappedFile
 
@@ -248,7 +248,7 @@ def _outside(layout, pointer: Pointers, spans) -> list[Finding]:
     """Findings for the units or entries of one file that point where the commitlog has no file."""
     starts = np.array([a for a, _ in spans], dtype=np.int64)
     ends = np.array([a + size for a, size in spans], dtype=np.int64)
-    shown = relative_paths(layout.root)(pointer.path)
+    shown = shown_path(pointer.path, layout.root)
     if pointer.kind == "cq":
         mf = MappedFile(pointer.path, layout.consume_queue_file_size(), strict=False)
         try:
