@@ -407,6 +407,12 @@ class LedgerCut:
     last_stored: int | None = None    # the store time of the last kept entry's record
     unit_mismatch: tuple | None = None   # (index, pos) of the first kept entry its index unit disagrees with
 
+    @property
+    def end(self) -> tuple | None:
+        """(index, term, end) of the last kept entry, as dledger.read_ledger and dispatch_end take
+        what a walk already found; None when no entry was kept."""
+        return (self.last_index, self.last_term, self.last_end) if self.last_index >= 0 else None
+
 
 def ledger_cut(queue, start_index: int, check_crc: bool, units=None, compiled: bool = True) -> LedgerCut:
     """Where DLedgerMmapFileStore.recover ends a DLedger store's data, walking from file
@@ -588,9 +594,7 @@ def plan(store, *, abnormal: bool) -> RecoveryPlan:
                            "`mqtool salvage` copies every intact message into a new store", path=lost)
     min_offset = queue.files[0].file_from_offset if queue.files else 0
     if not abnormal:     # a DLedger store: a broker's reput dispatches the committed entries only
-        walked = ledger[0] if ledger and ledger[0].last_index >= 0 else None   # the entries, as walked above
-        end = dledger.dispatch_end(store.layout, queue, None if walked is None else
-                                   (walked.last_index, walked.last_term, walked.last_end))
+        end = dledger.dispatch_end(store.layout, queue, ledger[0].end if ledger else None)   # as walked above
         if end is not None and end < cut:
             result.dispatch_end = end
             result.dispatch_end_why = f"the committed DLedger entries; {cut - end:,} bytes of uncommitted ones follow"

@@ -152,10 +152,8 @@ def gather(layout) -> dict:
     walked: list = []    # a DLedger store's entries as the extent's walk found them (recovery.LedgerCut)
     info["commitlog"].update(commitlog_extent(layout, ledger=walked))
     if layout.is_dledger():
-        end = ((walked[0].last_index, walked[0].last_term, walked[0].last_end)
-               if walked and walked[0].last_index >= 0 else None)
         with commitlog.open_queue(layout) as queue:
-            info["dledger"] = dledger.read_ledger(layout, queue, end=end).to_json()
+            info["dledger"] = dledger.read_ledger(layout, queue, end=walked[0].end if walked else None).to_json()
             info["division"] = commitlog.describe_division(queue, dledger.switch_pending(layout, queue))
             info["movedByHand"] = [str(p) for p in dledger.moved_files(layout)]
 

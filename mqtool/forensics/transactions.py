@@ -117,9 +117,9 @@ class Transaction:
 
 
 def stuck_text(t: Transaction) -> str:
-    """One stuck transaction, as the command and the report say it."""
+    """One stuck transaction and how long it waited, as the command and the report name it."""
     p = t.first.properties
-    return f"transaction {p.get(props.UNIQ_KEY)} ({p.get(props.KEYS)}) pending for {duration(t.waited_ms)}: stuck"
+    return f"transaction {p.get(props.UNIQ_KEY)} ({p.get(props.KEYS)}) pending for {duration(t.waited_ms)}"
 
 
 @dataclass

@@ -203,7 +203,7 @@ def _timer(layout) -> dict | None:
         with timerview.open_view(layout, queue) as view:
             pending = view.pending(want_units=True)      # one walk of the wheel and the timerlog for both
             counts = timerview.summary(view, pending)
-            hours = timerview.deliverable_by_hour(view, HOUR_MS, pending)
+            hours = timerview.deliverable_by_hour(pending, HOUR_MS)
     finally:
         queue.close()
     return {"byHour": hours, "pending": counts["pending"], "deliverable": counts["deliverable"],
@@ -234,6 +234,6 @@ def _transactions(layout, now_ms: int, problems: list) -> dict | None:
         problems.append(f"transactions: {exc}")
         return None
     problems.extend(f"transactions: {p.path}: {p.message}" for p in report.problems)
-    problems.extend(stuck_text(t) for t in report.stuck)
+    problems.extend(f"{stuck_text(t)}: stuck" for t in report.stuck)
     return {"summary": report.summary(), "byTopic": report.by_topic(), "checks": [c.to_json() for c in report.checks],
             "open": [t.to_json() for t in report.transactions if t.state == PENDING or t.op_missing]}

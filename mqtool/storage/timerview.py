@@ -607,11 +607,11 @@ def summary(view: TimerView, p: Pending | None = None) -> dict:
             "deliveredTwiceKeys": [r["uniqKey"] for r in rec.requeued]}
 
 
-def deliverable_by_hour(view: TimerView, hour_ms: int, p: Pending | None = None) -> dict:
+def deliverable_by_hour(p: Pending, hour_ms: int) -> dict:
     """summary()'s deliverable units (neither recalled, nor delete units, nor lost) by the hour
     they are due: {hour number since the epoch: units} (p: view.pending(want_units=True)'s answer)."""
     hours: dict = {}
-    for unit, state, _ in (p if p is not None else view.pending(want_units=True)).units:
+    for unit, state, _ in p.units:
         if state in ("deliver", "roll"):
             hour = unit.delivery_ms // hour_ms
             hours[hour] = hours.get(hour, 0) + 1
