@@ -158,15 +158,17 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
             structure.append(("index", index_task, (str(info.path), slots, index_num, info is named[-1])))
             sizes.append(info.size)
     with (_EnginePool(engine) if engine is not None else _Pool(jobs)) as pool:
-        # first the queue and index files: they say which of their entries each part checks
-        first = pool.collect(pool.submit(layout, structure, sizes), scopes, emit, on_progress)
-        pointers = [p for _, r in first for p in r.pointers]
+        pending = pool.submit(layout, structure, sizes)
+        first = pointers = None
         parts, sizes, started = [], [], []
         crc = check_crc and "commitlog" in scopes
         # tasks in parallel: files are cut into parts, each part started as soon as the hop over
         # the records has passed its end (the hop is quick, but not free: it reads every page);
         # one after the other: each file is one task, which keeps its memory bounded on its own
         for i, start, stop in _part_edges(layout, pool.parallel):
+            if first is None:      # the queue and index files say which of their entries each part checks
+                first = pool.collect(pending, scopes, emit, on_progress)
+                pointers = [p for _, r in first for p in r.pointers]
             base, size = spans[i]
             low, high = base + start, base + (size if stop is None else stop)
             routed = [p for p in pointers if p.low < high and p.high >= low]
@@ -176,6 +178,9 @@ def verify(layout, *, scopes=SCOPES, check_crc: bool = True, jobs: int = 1, on_f
             sizes.append(high - low)
             if pool.streams:
                 started += pool.submit(layout, [parts[-1][1]], [sizes[-1]])
+        if first is None:
+            first = pool.collect(pending, scopes, emit, on_progress)
+            pointers = [p for _, r in first for p in r.pointers]
         if not pool.streams:
             started = pool.submit(layout, [task for _, task in parts], sizes)
         second = pool.collect(started, scopes, emit, on_progress)
