@@ -1,6 +1,7 @@
 """Benchmark `mqtool verify-crc` (all checks) against a bare zlib.crc32 loop over the same files.
 
     python benchmarks/bench_verify.py [--size 1G] [--jobs 1,2] [--runs 5] [--baseline COMMAND]
+                                      [--page-cache as-is|from-disk|small-pages]
 
 The store is written by mqtool's own engine (commitlog, consume queues and
 index, 1 KiB messages with one key each) and cached under benchmarks/.work.
@@ -15,7 +16,10 @@ command's time, Python start-up included, are printed beside it.  The machine is
 `--runs` rounds of the loop and each verify-crc, interleaved (a change of load hits them
 alike), and the ratio of the medians is the figure (each round's ratio's range beside it).
 `--baseline COMMAND` (another build's mqtool, e.g. 'env PYTHONPATH=/old python -m mqtool')
-runs in the same rounds.
+runs in the same rounds.  How the page cache holds the commitlog is printed first: in 4 KiB
+folios, copying or mapping a GiB costs several times what it costs in large ones, for the loop
+and verify-crc alike.  `--page-cache from-disk` or `small-pages` puts the store in one state
+or the other before the rounds.
 """
 
 from __future__ import annotations
@@ -85,6 +89,55 @@ def bare_crc_loop(files: list[Path], limit: int) -> float:
     return (limit - left) / (time.perf_counter() - start) / MB
 
 
+def refill_page_cache(root: Path, how: str) -> None:
+    """Drop the store's files from the page cache and read them back: "from-disk" as a
+    sequential read leaves them (mostly large folios, with readahead), "small-pages" 4 KiB at a
+    time without readahead (4 KiB folios).  The kernel's folio sizes otherwise depend on the
+    machine's history, and they move both the loop's and verify-crc's figures."""
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            step = 1 << 20
+            if how == "small-pages":
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                step = 4096
+            for position in range(0, size, step):
+                os.pread(fd, step, position)
+        finally:
+            os.close(fd)
+
+
+def page_cache_state(files: list[Path]) -> str:
+    """How the page cache holds the commitlog: the share a mapping of it gets in 2 MiB pages
+    (large folios), and the time to fill such a mapping.  Both mapped and copied reads cost
+    several times more a GiB in 4 KiB folios; a file read from disk is mostly in large ones."""
+    import mmap
+    import re
+
+    if not Path("/proc/self/smaps").exists():
+        return "page cache: not known on this system"
+    pmd = rss = 0
+    seconds = 0.0
+    for path in files:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+            try:
+                started = time.perf_counter()
+                mapped.madvise(getattr(mmap, "MADV_POPULATE_READ", 22))
+                seconds += time.perf_counter() - started
+                block = Path("/proc/self/smaps").read_text().split(f" {path.resolve()}\n", 1)[1]
+                rss += int(re.search(r"^Rss:\s+(\d+)", block, re.M).group(1))
+                pmd += int(re.search(r"^FilePmdMapped:\s+(\d+)", block, re.M).group(1))
+            finally:
+                mapped.close()
+    return (f"page cache: {100 * pmd / max(rss, 1):.0f}% of the commitlog in 2 MiB pages "
+            f"(a mapping of it filled in {seconds:.3f} s)")
+
+
 def verify(root: Path, jobs: int, mqtool: list[str] | None = None) -> tuple[float, dict]:
     import json
 
@@ -113,6 +166,9 @@ def main() -> int:
     parser.add_argument("--jobs", default="1,2")
     parser.add_argument("--runs", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--baseline", metavar="COMMAND", help="another build's mqtool, run in the same rounds")
+    parser.add_argument("--page-cache", choices=("as-is", "from-disk", "small-pages"), default="as-is",
+                        help="first drop the store from the page cache and read it back, sequentially or 4 KiB at a "
+                             "time (reproducible folio sizes)")
     args, _ = parser.parse_known_args()
     size = parse_size(args.size)
     root = HERE / ".work" / f"verify-store-{args.size}"
@@ -128,6 +184,8 @@ def main() -> int:
     files = commitlog_files(root)
     builds = {"this": None, **({"baseline": shlex.split(args.baseline)} if args.baseline else {})}
     jobs_list = [int(j) for j in args.jobs.split(",")]
+    if args.page_cache != "as-is":
+        refill_page_cache(root, args.page_cache)
     bare_crc_loop(files, data)                       # warm the page cache
     for mqtool in builds.values():
         verify(root, 1, mqtool)                      # and the kernels' first load
@@ -141,6 +199,7 @@ def main() -> int:
     bare = median(loops)
     print(f"commitlog data: {data / MB:,.0f} MB in {len(files)} file(s); cores: {os.cpu_count()}; "
           f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after; medians of {args.runs} interleaved rounds")
+    print(f"  {page_cache_state(files)}")
     print(f"  bare zlib.crc32 loop, 64 KiB reads  {data / MB / bare:>9,.0f} MB/s  ({bare:.3f} s)")
     medians = {}
     for (build, jobs), got in runs.items():

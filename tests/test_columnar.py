@@ -94,6 +94,7 @@ CASES = [
     {"properties": "TAGS\x01a\x02KEYS\x01k1 k2  k3\x02UNIQ_KEY\x01U1"},
     {"properties": "A\x01x\x02B\x01y\x02A\x01z\x02TAGS\x01t1\x02TAGS\x01t2\x02"},          # duplicates: last wins
     {"properties": "\x01v\x02n\x01\x02ab\x02\x02\x01\x02Q\x01\x01\x01"},                   # skipped pairs
+    {"properties": "TAGX\x01n\x02UNIQ_KEX\x01n\x02KEYZ\x01n\x02DELAZ\x011\x02TAG\x01n\x02TAGS\x01t"},   # near names
     {"properties": bad_utf8(b"TAGS\x01\xe0\x80x\x02KEYS\x01\xff\xfe k\x02\xc3\x01v"), "topic": bad_utf8(b"T\xf0\x90")},
     {"properties": bad_utf8(b"\xe2\x82\x01a\x02\xe2\x82\xff\x01b")},                       # two names that decode alike
     {"topic": "SCHEDULE_TOPIC_XXXX", "properties": "DELAY\x013\x02TAGS\x01x"},

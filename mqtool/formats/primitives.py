@@ -158,10 +158,7 @@ def pair_at(buf, p, end):
     has_value(p, first 0x01, end) holds; the broker skips the others.  The next pair starts
     just past its end."""
     q = find_byte(buf, p, end, _SEP)
-    s = p
-    while s < q and buf[s] != _NAME_END:
-        s += 1
-    return s, q
+    return find_byte(buf, p, q, _NAME_END), q
 
 
 def key_end(buf, p, end):
@@ -178,9 +175,15 @@ def has_value(p, s, q):
 
 
 def is_name(buf, p, end, name):
-    """Whether buf[p:end] is name (a uint8 array or a tuple of byte codes)."""
+    """Whether buf[p:end] is name (a uint8 array or a tuple of byte codes); up to 8 bytes, as one
+    word (the usual names: TAGS, KEYS, UNIQ_KEY, DELAY)."""
     if end - p != len(name):
         return False
+    if len(name) <= 8:
+        w = U(0)
+        for k in range(len(name)):
+            w |= U(name[k]) << U(8 * k)
+        return word_at(buf, p, len(name)) == w
     for k in range(len(name)):
         if buf[p + k] != name[k]:
             return False
