@@ -597,7 +597,7 @@ def test_commitlog_file_name_that_is_not_an_offset(store_copy, run_cli):
     assert "commitlog/12345" in info_json(run_cli, store)["commitlog"]["oddFiles"]
 
 
-def test_a_file_outside_the_store_is_named_by_its_path_inside_by_its_path_in_the_store(store_copy, run_cli):
+def test_a_file_is_named_by_its_path_in_the_store_or_as_given_outside_it(store_copy, run_cli):
     """One rule shows a path (storage/fsutil.shown_path): relative to the store, and as given outside
     it (a commitlog in storePathCommitLog); dump, info and verify-crc name files by it."""
     from mqtool.storage.fsutil import relative_paths, shown_path

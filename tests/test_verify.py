@@ -547,7 +547,8 @@ def test_pre_blanks_that_start_a_queue_are_normal(store_copy, run_cli):
     path = store / "consumequeue" / "BasicTopic" / "2" / "00000000000000000000"
     for i in range(3):
         _patch(path, i * 20, struct.pack(">qiq", 0, 0x7FFFFFFF, 0))
+    _patch(path, 3 * 20, struct.pack(">qiq", 0, 0x7FFFFFFF, 7))   # a tags code: a unit, not a pre-blank
     _patch(path, 5 * 20 + 8, struct.pack(">i", 10))            # and a real problem after them
     _, found, _ = problems(run_cli, store, "--scope", "cq")
     unit_findings = {(p["kind"], p["fileOffset"]) for p in found if p["file"] == "consumequeue/BasicTopic/2/00000000000000000000"}
-    assert unit_findings == {("unit-size-mismatch", 100)}
+    assert unit_findings == {("unit-size-mismatch", 60), ("unit-size-mismatch", 100)}

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from mqtool.errors import RefusedError
 from mqtool.storage import fsutil
-from mqtool.storage.layout import kept_place
+from mqtool.storage.layout import QUARANTINE_DIR, kept_place
 
 
 class Quarantine:
     def __init__(self, store_root, *, base_dir=None, enabled: bool = True, clock=None):
         self.store_root = Path(store_root)
-        self.base_dir = Path(base_dir) if base_dir else self.store_root / "quarantine"
+        self.base_dir = Path(base_dir) if base_dir else self.store_root / QUARANTINE_DIR
         self.enabled = enabled
         self.clock = clock
         self.dir: Path | None = None

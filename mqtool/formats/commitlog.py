@@ -53,7 +53,6 @@ MAGIC_V2 = 0xDAA320AB
 BLANK_MAGIC = 0xCBD43194
 MESSAGE_MAGICS = (MAGIC_V1, MAGIC_V2)
 
-BLANK_HEADER_SIZE = 8  # a BLANK record writes only totalSize and magic (RECORD_HEADER)
 END_FILE_MIN_BLANK_LENGTH = 4 + 4  # CommitLog: a record needs length + 8 <= space left
 MAX_TOPIC_LENGTH_V1 = 127  # Byte.MAX_VALUE
 MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
@@ -142,6 +141,7 @@ BLANK = Struct(
 
 RECORD_HEADER = Struct("totalSize" / Int32sb, "magicCode" / Int32ub)
 """The 8 bytes every entry starts with: enough to tell a record, a BLANK or garbage apart."""
+BLANK_HEADER_SIZE = RECORD_HEADER.sizeof()   # a BLANK record writes only these: totalSize and magic
 
 
 # ---------------------------------------------------------------- the layout, from RECORD
@@ -196,7 +196,7 @@ STORE_TIMESTAMP_FORMAT = struct_format(STORE_FIELDS, "storeTimestamp")    # ">q"
 TAIL_FORMAT = struct_format(TAIL_FIELDS, "preparedTransactionOffset") + inner(_field("body")).lengthfield.fmtstr[1:]
 
 MIN_RECORD_LENGTH = record_length(0, 0, 0, 0)
-assert RECORD_HEADER.sizeof() == BLANK.sizeof() == BLANK_HEADER_SIZE
+assert BLANK.sizeof() == BLANK_HEADER_SIZE
 
 
 # ---------------------------------------------------------------- fast decoder

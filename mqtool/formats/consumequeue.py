@@ -40,9 +40,16 @@ def unit_dtype():
     return numpy_dtype(UNIT)
 
 
-def is_valid_unit(offset: int, size: int) -> bool:
-    """ConsumeQueue.recover: a unit counts when offset >= 0 and size > 0."""
-    return offset >= 0 and size > 0
+def is_valid_unit(offset, size):
+    """ConsumeQueue.recover: a unit counts when offset >= 0 and size > 0.  Of numbers or, unit
+    by unit, of numpy columns (and compiled into verify's kernels)."""
+    return (offset >= 0) & (size > 0)
+
+
+def is_pre_blank(offset, size, tags):
+    """ConsumeQueue.fillPreBlank's unit, which counts (is_valid_unit) but points at nothing.  Of
+    numbers or numpy columns, as is_valid_unit."""
+    return (offset == PRE_BLANK[0]) & (size == PRE_BLANK[1]) & (tags == PRE_BLANK[2])
 
 
 def decode_units(buf, start: int = 0, end: int | None = None):

@@ -19,7 +19,7 @@ from mqtool.forensics import storeinfo
 from mqtool.pipeline import plan, storestats
 from mqtool.pipeline.local import LocalEngine
 from mqtool.storage import commitlog, fsutil, timerstore, timerview
-from mqtool.storage.layout import discover
+from mqtool.storage.layout import QUARANTINE_DIR, discover
 from mqtool.storage.settings import store_config_for_write
 
 HOUR_MS = storestats.HOUR_MS
@@ -155,7 +155,7 @@ def _quarantine(layout) -> list[dict]:
     bytes, and the commitlog ranges its manifest lists (offsets, for the map)."""
     import json
 
-    root = layout.root / "quarantine"
+    root = layout.root / QUARANTINE_DIR
     if not root.is_dir():
         return []
     out = []

@@ -20,7 +20,7 @@ from pathlib import Path
 from mqtool.errors import RefusedError
 from mqtool.formats import multidispatch
 from mqtool.storage import dledger, fsutil
-from mqtool.storage.layout import TRASH_DIR, dledger_dirs
+from mqtool.storage.layout import QUARANTINE_DIR, TRASH_DIR, dledger_dirs
 
 UNDERSTOOD, READ_ONLY, UNKNOWN = "understood", "read-only", "unknown"
 
@@ -98,7 +98,7 @@ _TOP = {
     "lock": ("store", "the lock file"),
     "config": ("store", "broker metadata"),
     TRASH_DIR: ("mqtool", "files `mqtool clean` staged (undo puts them back)"),
-    "quarantine": ("mqtool", "bytes `mqtool recover` and `rebuild-cq` cut"),
+    QUARANTINE_DIR: ("mqtool", "bytes `mqtool recover` and `rebuild-cq` cut"),
     "lost+found": ("mqtool", "the file system's own folder"),
     "timerwheel": ("timer", "timer wheel: 7 x 86400 x 2 slots of 32 bytes"),
     "timerlog": ("timer", "timer log: 52-byte units pointing into the commitlog"),

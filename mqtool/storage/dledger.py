@@ -574,17 +574,18 @@ def read_ledger(layout, queue, end: tuple | None = None) -> Ledger:
         break
     if end is not None:
         ledger.end_index, ledger.end_term, ledger.data_end = end
-    for mf in reversed(files if end is None else []):
-        last = None
-        for item in walk_entries(mf, is_last=mf is files[-1], resync_after_damage=False):
-            if not isinstance(item, Entry):
-                continue
-            if last is not None and not follows(item.header, last.header):
-                break        # DLedger's recovery ends the data here (index + 1, term never back)
-            last = item
-        if last is not None:
-            ledger.end_index, ledger.end_term, ledger.data_end = last.header.index, last.header.term, last.end
-            break
+    else:
+        for mf in reversed(files):
+            last = None
+            for item in walk_entries(mf, is_last=mf is files[-1], resync_after_damage=False):
+                if not isinstance(item, Entry):
+                    continue
+                if last is not None and not follows(item.header, last.header):
+                    break        # DLedger's recovery ends the data here (index + 1, term never back)
+                last = item
+            if last is not None:
+                ledger.end_index, ledger.end_term, ledger.data_end = last.header.index, last.header.term, last.end
+                break
     if ledger.committed_index >= 0:
         ledger.committed_pos = entry_end(layout, queue, ledger.committed_index)
     return ledger

@@ -372,6 +372,7 @@ def _dledger_store(root: Path, config: StoreConfig, commitlog_dirs: list[Path]):
 # engine/trash.py moves the files and keeps their manifest, census asks what waits there.  A
 # quarantine run (engine/quarantine.py) keeps a repair's files in the same places.
 TRASH_DIR = "trash"
+QUARANTINE_DIR = "quarantine"   # a run per repair: STORE/quarantine/<time>/
 TRASH_EXTERNAL = "external"
 
 

@@ -12,7 +12,8 @@ import numpy as np
 # an index file's layout, derived from its schema (numba's constants)
 from mqtool.formats.index import ENTRY_SIZE, KEY_HASH_AT, PHY_OFFSET_AT, PREV_INDEX_AT, SLOT_SIZE, TIME_DIFF_AT, entry_dtype
 from mqtool.formats.index import HEADER_SIZE as INDEX_HEADER
-from mqtool.formats.consumequeue import COMMIT_LOG_OFFSET_AT, PRE_BLANK, SIZE_AT, TAGS_CODE_AT, UNIT_SIZE, unit_dtype
+from mqtool.formats import consumequeue
+from mqtool.formats.consumequeue import COMMIT_LOG_OFFSET_AT, SIZE_AT, TAGS_CODE_AT, UNIT_SIZE, unit_dtype
 from mqtool.formats.primitives import i32, i64, index_hash, java_hash, key_end, key_prefix
 from mqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.native.fastscan import (
@@ -29,7 +30,6 @@ from mqtool.native.fastscan import (
 from mqtool.native import aot, fastscan
 from mqtool.native.jit import njit
 
-PRE_BLANK_SIZE = PRE_BLANK[1]
 
 UNIT_OK = 0
 UNIT_NOT_A_RECORD = 1      # no valid record starts at the unit's offset
@@ -256,6 +256,10 @@ def queue_runs(topic_hash, queue_id, queue_offset, nums, dispatched, table, runs
 
 # ------------------------------------------------------- a consume queue file on its own
 
+_is_valid_unit = njit(cache=True, inline="always")(consumequeue.is_valid_unit)   # the rules, compiled in
+_is_pre_blank = njit(cache=True, inline="always")(consumequeue.is_pre_blank)
+
+
 @njit(cache=True, nogil=True)
 def unit_summary(raw, count, first_file, bad_rows, holes):
     """One pass over the first count units of a consume queue file (raw: its bytes; the layout of
@@ -280,9 +284,9 @@ def unit_summary(raw, count, first_file, bad_rows, holes):
         size = i32(raw, at + SIZE_AT)
         tags = i64(raw, at + TAGS_CODE_AT)
         written = offset != 0 or size != 0 or tags != 0
-        pre_blank = offset == 0 and size == PRE_BLANK_SIZE and tags == 0
+        pre_blank = _is_pre_blank(offset, size, tags)
         leading = leading and pre_blank
-        valid = offset >= 0 and size > 0 and not pre_blank
+        valid = _is_valid_unit(offset, size) and not pre_blank
         if written:
             last_written = row
             unwritten_since = 0

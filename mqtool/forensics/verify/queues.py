@@ -18,7 +18,14 @@ from mqtool.forensics.verify.findings import (
 )
 from mqtool.formats import consumequeueext, multidispatch
 from mqtool.formats.commitlog import Record, RecordError, decode_entry
-from mqtool.formats.consumequeue import COMMIT_LOG_OFFSET_AT, PRE_BLANK, UNIT_SIZE, UNIT_STRUCT, unit_dtype
+from mqtool.formats.consumequeue import (
+    COMMIT_LOG_OFFSET_AT,
+    UNIT_SIZE,
+    UNIT_STRUCT,
+    is_pre_blank,
+    is_valid_unit,
+    unit_dtype,
+)
 from mqtool.native import fastscan
 from mqtool.storage.consumequeue import ConsumeQueue
 from mqtool.storage.consumequeueext import ExtQueue
@@ -39,8 +46,8 @@ def read_units(mf):
     offsets = units["commitLogOffset"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
     tags = units["tagsCode"].astype(np.int64)
-    pre_blank = (offsets == 0) & (sizes == PRE_BLANK[1]) & (tags == 0)
-    valid = (offsets >= 0) & (sizes > 0) & ~pre_blank
+    pre_blank = is_pre_blank(offsets, sizes, tags)
+    valid = is_valid_unit(offsets, sizes) & ~pre_blank
     return offsets, sizes, tags, pre_blank, valid
 
 
